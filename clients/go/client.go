@@ -1,0 +1,206 @@
+// Package lockingcenter is the Go client of Locking-Center, a lock server
+// that grants named keys one holder at a time, in order of arrival.
+//
+// Every call opens one TCP connection to the mutex port, sends one request,
+// reads the one-byte answer and closes. A lock is not tied to the
+// connection: it is held until Unlock or a reset, even after the caller
+// exits. The package uses the standard library only.
+//
+//	c := lockingcenter.New("localhost:22119")
+//	if err := c.Lock(ctx, "orders/batch-7"); err != nil {
+//		return err
+//	}
+//	defer c.Unlock(context.Background(), "orders/batch-7")
+package lockingcenter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+)
+
+// DefaultConnectTimeout bounds the TCP connect of every call unless
+// WithConnectTimeout says otherwise.
+const DefaultConnectTimeout = 5 * time.Second
+
+// MaxKeyLen and MaxSourceLen bound keys and sources, in bytes.
+const (
+	MaxKeyLen    = 127
+	MaxSourceLen = 127
+)
+
+// Action bytes and answers of the mutex port.
+const (
+	actionLock        = 1
+	actionUnlock      = 2
+	actionResetKey    = 3
+	actionResetSource = 4
+	actionTryLock     = 5
+
+	answerOK     = '+'
+	answerFailed = '-'
+	answerBusy   = '#'
+)
+
+// Errors. Every error a call returns other than ErrBusy is a failure; match
+// with errors.Is.
+var (
+	// ErrBusy: TryLock found the key held by somebody else. Not a failure.
+	ErrBusy = errors.New("lockingcenter: key is held by another")
+	// ErrFailed: the server answered '-': the request was malformed, could
+	// not be made durable, or was withdrawn by a reset of its source.
+	ErrFailed = errors.New("lockingcenter: server refused the request")
+	// ErrInvalidKey: a key that is empty or longer than MaxKeyLen bytes.
+	// Nothing is sent.
+	ErrInvalidKey = errors.New("lockingcenter: key must be 1 to 127 bytes")
+	// ErrInvalidSource: a source longer than MaxSourceLen bytes.
+	ErrInvalidSource = errors.New("lockingcenter: source must be at most 127 bytes")
+	// ErrProtocol: the server answered a byte the protocol does not define.
+	ErrProtocol = errors.New("lockingcenter: unexpected answer")
+)
+
+// Client talks to one Locking-Center server. It holds no connection and is
+// safe for concurrent use.
+type Client struct {
+	addr           string
+	source         string
+	connectTimeout time.Duration
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithSource names the owner of the locks this client takes; reset by
+// source matches it. Empty (the default) lets the server use the client's
+// IP address. At most MaxSourceLen bytes.
+func WithSource(source string) Option { return func(c *Client) { c.source = source } }
+
+// WithConnectTimeout bounds each TCP connect; 0 means no bound beyond the
+// context's. The default is DefaultConnectTimeout.
+func WithConnectTimeout(d time.Duration) Option {
+	return func(c *Client) { c.connectTimeout = d }
+}
+
+// New returns a client of the mutex port at addr ("host:port").
+func New(addr string, opts ...Option) *Client {
+	c := &Client{addr: addr, connectTimeout: DefaultConnectTimeout}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Addr returns the address the client dials.
+func (c *Client) Addr() string { return c.addr }
+
+// Lock blocks until key is granted to this client, however long that takes.
+// Cancelling ctx closes the connection, which withdraws the request from
+// the server's queue, and returns ctx's error. Errors: ErrInvalidKey,
+// ErrInvalidSource, ErrFailed, or a network error.
+func (c *Client) Lock(ctx context.Context, key string) error {
+	_, err := c.call(ctx, "lock", key, actionLock, key, c.source)
+	return err
+}
+
+// TryLock takes key only if it is free now. It returns nil when the key is
+// now held by this client and ErrBusy when another holds it.
+func (c *Client) TryLock(ctx context.Context, key string) error {
+	a, err := c.call(ctx, "trylock", key, actionTryLock, key, c.source)
+	if err == nil && a == answerBusy {
+		return ErrBusy
+	}
+	return err
+}
+
+// Unlock releases key, whoever holds it; releasing a free key succeeds.
+func (c *Client) Unlock(ctx context.Context, key string) error {
+	_, err := c.call(ctx, "unlock", key, actionUnlock, key, "")
+	return err
+}
+
+// Wait blocks until key is free and returns holding nothing: it takes the
+// key and releases it at once. Cancelling ctx withdraws the request.
+func (c *Client) Wait(ctx context.Context, key string) error {
+	if err := c.Lock(ctx, key); err != nil {
+		return err
+	}
+	return c.Unlock(context.WithoutCancel(ctx), key)
+}
+
+// ResetByKey takes key from its holder; the first parked request gets it.
+func (c *Client) ResetByKey(ctx context.Context, key string) error {
+	_, err := c.call(ctx, "reset", key, actionResetKey, key, "")
+	return err
+}
+
+// ResetBySource releases every key held by source and withdraws every
+// parked request of source (those are answered ErrFailed).
+func (c *Client) ResetBySource(ctx context.Context, source string) error {
+	if len(source) > MaxSourceLen {
+		return fmt.Errorf("reset source %q: %w", source, ErrInvalidSource)
+	}
+	_, err := c.call(ctx, "reset source", source, actionResetSource, "", source)
+	return err
+}
+
+// EncodeRequest returns the wire bytes of one request. key is ignored for
+// action 4 and source for actions 2 and 3. It validates nothing.
+func EncodeRequest(action byte, key, source string) []byte {
+	b := make([]byte, 0, 3+len(key)+len(source))
+	b = append(b, action)
+	if action != actionResetSource {
+		b = append(b, byte(len(key)))
+		b = append(b, key...)
+	}
+	if action == actionLock || action == actionTryLock || action == actionResetSource {
+		b = append(b, byte(len(source)))
+		b = append(b, source...)
+	}
+	return b
+}
+
+// call sends one request and returns the answer byte: '+' or '#'. A '-'
+// becomes ErrFailed.
+func (c *Client) call(ctx context.Context, op, name string, action byte, key, source string) (byte, error) {
+	if action != actionResetSource && (key == "" || len(key) > MaxKeyLen) {
+		return 0, fmt.Errorf("%s %q: %w", op, key, ErrInvalidKey)
+	}
+	if len(source) > MaxSourceLen {
+		return 0, fmt.Errorf("%s %q: %w", op, name, ErrInvalidSource)
+	}
+	fail := func(err error) (byte, error) {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			err = ctxErr
+		}
+		return 0, fmt.Errorf("%s %q at %s: %w", op, name, c.addr, err)
+	}
+	d := net.Dialer{Timeout: c.connectTimeout}
+	conn, err := d.DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		return fail(err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if _, err := conn.Write(EncodeRequest(action, key, source)); err != nil {
+		return fail(err)
+	}
+	var a [1]byte
+	if _, err := io.ReadFull(conn, a[:]); err != nil {
+		return fail(err)
+	}
+	switch a[0] {
+	case answerOK:
+		return answerOK, nil
+	case answerBusy:
+		if action == actionTryLock {
+			return answerBusy, nil
+		}
+	case answerFailed:
+		return fail(ErrFailed)
+	}
+	return fail(fmt.Errorf("%w %q", ErrProtocol, a[0]))
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Defaults of the server's settings.
+const (
+	defaultBindAddress     = ":22119"
+	defaultHeaderTimeout   = 10 * time.Second
+	defaultShutdownTimeout = 30 * time.Second
+)
+
+// Config is lcd's whole configuration after flags and environment.
+type Config struct {
+	BindAddress     string        // mutex port, "host:port"; default ":22119"
+	ManagerAddress  string        // management port; default host:port+1
+	MetricsAddress  string        // metrics endpoint; default host:port+2
+	DataPath        string        // write-ahead log file; empty keeps locks in memory only
+	HeaderTimeout   time.Duration // time for a request to arrive; default 10 s
+	ShutdownTimeout time.Duration // metrics drain at shutdown; default 30 s
+	LogLevel        slog.Level    // debug, info, warn or error; default info
+	LogFormat       string        // "text" or "json"; default text
+}
+
+// setting is one flag with its environment variable.
+type setting struct {
+	flag, env, def, help string
+	target               *string
+}
+
+// options holds the raw strings of every setting before validation.
+type options struct {
+	bindAddr, manager, metrics, dataPath string
+	headerTimeout, shutdown, logLevel    string
+	logFormat                            string
+}
+
+func (o *options) settings() []setting {
+	return []setting{
+		{"bind-address", "BIND_ADDRESS", defaultBindAddress, "mutex port address, host:port", &o.bindAddr},
+		{"manager-address", "MANAGER_ADDRESS", "", "management port address (default: mutex port + 1)", &o.manager},
+		{"metrics-address", "METRICS_ADDRESS", "", "metrics endpoint address (default: mutex port + 2)", &o.metrics},
+		{"data-path", "DATA_PATH", "", "write-ahead log file that keeps held keys across restarts (default: memory only)", &o.dataPath},
+		{"header-timeout", "HEADER_TIMEOUT", defaultHeaderTimeout.String(), "time a request's bytes have to arrive", &o.headerTimeout},
+		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", defaultShutdownTimeout.String(), "how long the metrics endpoint drains at shutdown", &o.shutdown},
+		{"log-level", "LOG_LEVEL", "info", "debug, info, warn or error", &o.logLevel},
+		{"log-format", "LOG_FORMAT", "text", "text or json", &o.logFormat},
+	}
+}
+
+func (o *options) register(fs *pflag.FlagSet) {
+	for _, s := range o.settings() {
+		fs.StringVar(s.target, s.flag, s.def, fmt.Sprintf("%s [$%s]", s.help, s.env))
+	}
+}
+
+// config resolves each setting: a flag set on the command line, else its
+// environment variable, else its default; then validates the whole.
+func (o *options) config(fs *pflag.FlagSet, environ []string) (Config, error) {
+	env := make(map[string]string)
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	for _, s := range o.settings() {
+		if v, ok := env[s.env]; ok && !fs.Changed(s.flag) {
+			*s.target = v
+		}
+	}
+	cfg := Config{BindAddress: o.bindAddr, DataPath: o.dataPath, LogFormat: o.logFormat}
+	var err error
+	if cfg.ManagerAddress, cfg.MetricsAddress, err = sideAddresses(o.bindAddr, o.manager, o.metrics); err != nil {
+		return Config{}, err
+	}
+	if cfg.HeaderTimeout, err = positiveDuration("header-timeout", o.headerTimeout); err != nil {
+		return Config{}, err
+	}
+	if cfg.ShutdownTimeout, err = positiveDuration("shutdown-timeout", o.shutdown); err != nil {
+		return Config{}, err
+	}
+	if err := cfg.LogLevel.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return Config{}, fmt.Errorf("log-level %q: want debug, info, warn or error", o.logLevel)
+	}
+	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
+		return Config{}, fmt.Errorf("log-format %q: want text or json", cfg.LogFormat)
+	}
+	return cfg, nil
+}
+
+// sideAddresses derives the management and metrics addresses from the
+// mutex address (same host, port+1 and port+2) unless they are given.
+func sideAddresses(bind, manager, metrics string) (string, string, error) {
+	host, portStr, err := net.SplitHostPort(bind)
+	if err != nil {
+		return "", "", fmt.Errorf("bind-address %q: %w", bind, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return "", "", fmt.Errorf("bind-address %q: port must be a number from 0 to 65535", bind)
+	}
+	derive := func(given string, offset int) (string, error) {
+		if given != "" {
+			if _, _, err := net.SplitHostPort(given); err != nil {
+				return "", err
+			}
+			return given, nil
+		}
+		if port == 0 {
+			return net.JoinHostPort(host, "0"), nil
+		}
+		if port+offset > 65535 {
+			return "", fmt.Errorf("bind-address %q: port %d leaves no room for port+%d; set MANAGER_ADDRESS and METRICS_ADDRESS", bind, port, offset)
+		}
+		return net.JoinHostPort(host, strconv.Itoa(port+offset)), nil
+	}
+	m, err := derive(manager, 1)
+	if err != nil {
+		return "", "", fmt.Errorf("manager address: %w", err)
+	}
+	x, err := derive(metrics, 2)
+	if err != nil {
+		return "", "", fmt.Errorf("metrics address: %w", err)
+	}
+	return m, x, nil
+}
+
+func positiveDuration(name, v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: %w", name, v, err)
+	}
+	if d <= 0 {
+		return 0, errors.New(name + " must be above zero")
+	}
+	return d, nil
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/locking-center/locking-center/manager"
+	"github.com/locking-center/locking-center/metrics"
+	"github.com/locking-center/locking-center/mutex"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+)
+
+// serve runs the three listeners until ctx ends, then shuts down: mutex and
+// management ports first (waiting connections are cut), then the metrics
+// endpoint drains its scrapes for up to cfg.ShutdownTimeout.
+func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+	reg := prometheus.NewRegistry()
+	st, err := openStore(cfg, log, reg)
+	if err != nil {
+		return &exitError{code: exitStore, err: err}
+	}
+	defer st.close()
+
+	table := mutex.NewTable(mutex.Config{Journal: st.journal})
+	table.Restore(st.restored)
+	if err := metrics.Register(reg, table); err != nil {
+		return &exitError{code: exitRuntime, err: fmt.Errorf("register metrics: %w", err)}
+	}
+	mutexSrv, err := mutex.NewServer(table, mutex.ServerConfig{HeaderTimeout: cfg.HeaderTimeout, Logger: log})
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	managerSrv := manager.NewServer(table, manager.Config{Timeout: cfg.HeaderTimeout, Logger: log})
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelError),
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HeaderTimeout}
+
+	lns, err := listenAll(cfg.BindAddress, cfg.ManagerAddress, cfg.MetricsAddress)
+	if err != nil {
+		return &exitError{code: exitRuntime, err: err}
+	}
+	log.Info("lcd started", slog.String("version", version),
+		slog.String("mutex", lns[0].Addr().String()),
+		slog.String("manager", lns[1].Addr().String()),
+		slog.String("metrics", lns[2].Addr().String()),
+		slog.String("data_path", cfg.DataPath),
+		slog.Int("restored_keys", len(st.restored)))
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return mutexSrv.Serve(gctx, lns[0]) })
+	g.Go(func() error { return managerSrv.Serve(gctx, lns[1]) })
+	g.Go(func() error {
+		if err := httpSrv.Serve(lns[2]); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("metrics endpoint: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		log.Info("shutting down: mutex and management ports closed, metrics draining",
+			slog.Duration("timeout", cfg.ShutdownTimeout))
+		mutexSrv.Close()
+		managerSrv.Close()
+		drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := httpSrv.Shutdown(drain); err != nil {
+			httpSrv.Close()
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return &exitError{code: exitRuntime, err: err}
+	}
+	log.Info("lcd stopped")
+	return nil
+}
+
+// listenAll binds the three addresses, or none: a failure closes those
+// already bound.
+func listenAll(addrs ...string) ([]net.Listener, error) {
+	lns := make([]net.Listener, 0, len(addrs))
+	for _, a := range addrs {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("listen on %s: %w", a, err)
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
+}
+
+// store is what a DATA_PATH brings to the table: the journal to write to,
+// the grants read back, and what to close at exit.
+type store struct {
+	journal  mutex.Journal
+	restored []mutex.Grant
+	close    func()
+}
+
+// openStore opens the write-ahead log at cfg.DataPath. Without a DATA_PATH
+// locks live in memory only and nothing is journaled.
+func openStore(cfg Config, log *slog.Logger, reg prometheus.Registerer) (store, error) {
+	if cfg.DataPath == "" {
+		return store{close: func() {}}, nil
+	}
+	return openDataPath(cfg, log, reg)
+}

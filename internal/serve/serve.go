@@ -1,0 +1,134 @@
+// Package serve holds what every listener of lcd shares: an accept loop
+// that backs off on transient errors, a group that owns the goroutines it
+// starts, and a set of open connections to cut at shutdown.
+package serve
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Backoff bounds for Accept's retries after a failed accept.
+const (
+	minBackoff = 5 * time.Millisecond
+	maxBackoff = time.Second
+)
+
+// Group owns goroutines: Go starts one and tracks it, Close refuses new
+// ones, Wait waits for those started. The zero value is ready to use.
+type Group struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// Go runs f in a new goroutine unless the group is closed, and reports
+// whether it did.
+func (g *Group) Go(f func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// Close makes Go refuse from now on. It is safe to call more than once.
+func (g *Group) Close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+// Wait blocks until every goroutine started by Go has returned.
+func (g *Group) Wait() { g.wg.Wait() }
+
+// Conns is the set of open connections of one server. The zero value is
+// ready to use.
+type Conns struct {
+	mu     sync.Mutex
+	closed bool
+	m      map[net.Conn]struct{}
+}
+
+// Add tracks c and reports true, or reports false once CloseAll has run.
+func (s *Conns) Add(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.m == nil {
+		s.m = make(map[net.Conn]struct{})
+	}
+	s.m[c] = struct{}{}
+	return true
+}
+
+// Remove stops tracking c.
+func (s *Conns) Remove(c net.Conn) {
+	s.mu.Lock()
+	delete(s.m, c)
+	s.mu.Unlock()
+}
+
+// Len returns the number of tracked connections.
+func (s *Conns) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// CloseAll closes every tracked connection and refuses new ones. It is safe
+// to call more than once.
+func (s *Conns) CloseAll() {
+	s.mu.Lock()
+	s.closed = true
+	conns := s.m
+	s.m = nil
+	s.mu.Unlock()
+	for c := range conns {
+		c.Close()
+	}
+}
+
+// Accept accepts connections on ln until ln is closed, and runs handle for
+// each in a goroutine of g; a connection that g refuses is closed. After a
+// failed accept other than a closed listener it waits, doubling from 5 ms
+// to 1 s, and tries again. It returns nil once ln is closed.
+func Accept(ln net.Listener, g *Group, log *slog.Logger, handle func(net.Conn)) error {
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			delay = min(max(2*delay, minBackoff), maxBackoff)
+			log.Warn("accept failed, retrying", slog.String("listener", ln.Addr().String()),
+				slog.Any("error", err), slog.Duration("backoff", delay))
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		if !g.Go(func() { handle(c) }) {
+			c.Close()
+		}
+	}
+}
+
+// Discard returns l, or a logger that drops everything when l is nil.
+func Discard(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}

@@ -1,0 +1,109 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+)
+
+// DefaultConnectTimeout bounds a Client's connect unless set otherwise.
+const DefaultConnectTimeout = 5 * time.Second
+
+// maxResponse bounds a response a Client reads, in bytes (a holder list of
+// about a million keys).
+const maxResponse = 512 << 20
+
+// Client talks to the management port at Addr.
+type Client struct {
+	Addr string
+	// ConnectTimeout bounds the TCP connect; zero means
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+}
+
+// Keys returns the held keys, sorted by their bytes.
+func (c *Client) Keys(ctx context.Context) ([]string, error) {
+	body, err := c.call(ctx, "list keys", Request{Cmd: CmdListKeys})
+	if err != nil {
+		return nil, err
+	}
+	keys, err := decodeKeys(body)
+	if err != nil {
+		return nil, fmt.Errorf("list keys at %s: %w", c.Addr, err)
+	}
+	return keys, nil
+}
+
+// Holders returns every held key with its holder, sorted by key.
+func (c *Client) Holders(ctx context.Context) ([]Holder, error) {
+	body, err := c.call(ctx, "list holders", Request{Cmd: CmdListHolders})
+	if err != nil {
+		return nil, err
+	}
+	hs, err := decodeHolders(body)
+	if err != nil {
+		return nil, fmt.Errorf("list holders at %s: %w", c.Addr, err)
+	}
+	return hs, nil
+}
+
+// ResetKey takes key from its holder; the first waiter gets it.
+func (c *Client) ResetKey(ctx context.Context, key string) error {
+	if key == "" || len(key) > maxString {
+		return fmt.Errorf("reset %q: %w: key must be 1 to 127 bytes", key, ErrMalformed)
+	}
+	_, err := c.call(ctx, "reset", Request{Cmd: CmdResetKey, Arg: key})
+	return err
+}
+
+// ResetSource releases every key source holds and withdraws its waiters.
+func (c *Client) ResetSource(ctx context.Context, source string) error {
+	if len(source) > maxString {
+		return fmt.Errorf("reset source %q: %w: source must be at most 127 bytes", source, ErrMalformed)
+	}
+	_, err := c.call(ctx, "reset source", Request{Cmd: CmdResetSource, Arg: source})
+	return err
+}
+
+// call sends req and returns the body after '+'.
+func (c *Client) call(ctx context.Context, op string, req Request) ([]byte, error) {
+	timeout := c.ConnectTimeout
+	if timeout == 0 {
+		timeout = DefaultConnectTimeout
+	}
+	fail := func(err error) ([]byte, error) {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			err = ctxErr
+		}
+		return nil, fmt.Errorf("%s at %s: %w", op, c.Addr, err)
+	}
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.DialContext(ctx, "tcp", c.Addr)
+	if err != nil {
+		return fail(err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if _, err := conn.Write(appendRequest(nil, req)); err != nil {
+		return fail(err)
+	}
+	resp, err := io.ReadAll(io.LimitReader(conn, maxResponse+1))
+	if err != nil {
+		return fail(err)
+	}
+	switch {
+	case len(resp) == 0:
+		return fail(io.ErrUnexpectedEOF)
+	case len(resp) > maxResponse:
+		return fail(errors.New("response too large"))
+	case resp[0] == statusFailed:
+		return fail(ErrFailed)
+	case resp[0] != statusOK:
+		return fail(fmt.Errorf("%w: status %q", ErrMalformed, resp[0]))
+	}
+	return resp[1:], nil
+}

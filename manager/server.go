@@ -1,0 +1,163 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/locking-center/locking-center/internal/serve"
+	"github.com/locking-center/locking-center/mutex"
+)
+
+// DefaultTimeout bounds reading a request and writing a response.
+const DefaultTimeout = 10 * time.Second
+
+// ErrClosed: Serve after Close.
+var ErrClosed = errors.New("manager: closed")
+
+// Config configures a Server.
+type Config struct {
+	// Timeout bounds the arrival of a request and the write of its
+	// response. Zero means DefaultTimeout (10 s).
+	Timeout time.Duration
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server answers the management port from a lock table.
+type Server struct {
+	table   *mutex.Table
+	timeout time.Duration
+	log     *slog.Logger
+	group   serve.Group
+	conns   serve.Conns
+
+	mu        sync.Mutex
+	listeners []net.Listener
+	closed    bool
+}
+
+// NewServer returns a management server for t.
+func NewServer(t *mutex.Table, cfg Config) *Server {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	return &Server{table: t, timeout: cfg.Timeout, log: serve.Discard(cfg.Logger)}
+}
+
+// Serve accepts connections on ln until ctx ends or Close is called. It
+// closes ln on return. Errors: ErrClosed after Close.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrClosed
+	}
+	s.listeners = append(s.listeners, ln)
+	s.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	defer ln.Close()
+	return serve.Accept(ln, &s.group, s.log, s.handle)
+}
+
+// Close stops the listeners, cuts open connections and waits for the
+// server's goroutines. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	lns := s.listeners
+	s.listeners = nil
+	s.mu.Unlock()
+	for _, ln := range lns {
+		ln.Close()
+	}
+	s.group.Close()
+	s.conns.CloseAll()
+	s.group.Wait()
+	return nil
+}
+
+func (s *Server) handle(c net.Conn) {
+	if !s.conns.Add(c) {
+		c.Close()
+		return
+	}
+	defer func() {
+		s.conns.Remove(c)
+		c.Close()
+	}()
+	c.SetDeadline(time.Now().Add(s.timeout))
+	req, err := readRequest(c)
+	if err != nil {
+		if errors.Is(err, ErrMalformed) {
+			c.Write([]byte{statusFailed})
+		}
+		return
+	}
+	c.Write(s.respond(req))
+}
+
+// respond carries out req and returns the whole response.
+func (s *Server) respond(req Request) []byte {
+	switch req.Cmd {
+	case CmdListKeys:
+		snap := s.table.Snapshot()
+		keys := make([]string, len(snap.Holders))
+		for i, h := range snap.Holders {
+			keys[i] = h.Key
+		}
+		return appendKeys(nil, keys)
+	case CmdListHolders:
+		snap := s.table.Snapshot()
+		hs := make([]Holder, len(snap.Holders))
+		for i, h := range snap.Holders {
+			hs[i] = Holder{Key: h.Key, Source: h.Source, RemoteAddr: h.RemoteAddr,
+				Acquired: h.Acquired, Held: h.Held(snap.Taken), Waiters: h.Waiters}
+		}
+		return appendHolders(nil, hs)
+	case CmdResetKey:
+		s.wait(s.table.ResetKey(req.Arg))
+		s.log.Info("reset key", slog.String("key", req.Arg))
+	case CmdResetSource:
+		released, withdrawn, p := s.table.ResetSource(req.Arg)
+		s.wait(p)
+		s.log.Info("reset source", slog.String("source", req.Arg),
+			slog.Int("released", released), slog.Int("withdrawn", withdrawn))
+	}
+	return []byte{statusOK}
+}
+
+func (s *Server) wait(p mutex.Pending) {
+	if p == nil {
+		return
+	}
+	if err := p.Wait(); err != nil {
+		s.log.Warn("reset not durable", slog.Any("error", err))
+	}
+}
+
+// readRequest reads one whole request. Errors: ErrMalformed, or the read's.
+func readRequest(c net.Conn) (Request, error) {
+	var buf [2 + maxString + 1]byte
+	n := 0
+	for {
+		m, err := c.Read(buf[n:])
+		n += m
+		req, used, derr := decodeRequest(buf[:n])
+		switch {
+		case derr == nil && used == n:
+			return req, nil
+		case derr == nil:
+			return Request{}, ErrMalformed
+		case !errors.Is(derr, errIncomplete):
+			return Request{}, derr
+		case err != nil:
+			return Request{}, err
+		}
+	}
+}

@@ -1,0 +1,141 @@
+// Package metrics exports the lock table to Prometheus. A collector takes a
+// fresh snapshot of the table on every scrape, so a key's series appear
+// with its grant and vanish with its release; nothing stale is kept.
+package metrics
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/locking-center/locking-center/mutex"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Namespace prefixes every metric of the server.
+const Namespace = "locking_center"
+
+// Label names of the per-key series. They are the reference's and appear
+// in users' alert rules.
+const (
+	LabelKey    = "key"
+	LabelSource = "source_addr"
+	LabelRemote = "remote_addr"
+)
+
+// Snapshotter is what the collector reads: *mutex.Table.
+type Snapshotter interface {
+	Snapshot() mutex.Snapshot
+}
+
+var (
+	descLocked = prometheus.NewDesc(Namespace+"_locked_keys",
+		"Number of keys currently held under a lock.", nil, nil)
+	descHeld = prometheus.NewDesc(Namespace+"_lock_held_seconds",
+		"Seconds the current holder has been holding the key.",
+		[]string{LabelKey, LabelSource, LabelRemote}, nil)
+	descAcquired = prometheus.NewDesc(Namespace+"_lock_acquired_timestamp_seconds",
+		"Unix time at which the current holder was granted the key.",
+		[]string{LabelKey, LabelSource, LabelRemote}, nil)
+	descWaiters = prometheus.NewDesc(Namespace+"_waiters",
+		"Lock requests parked behind a holder now.", nil, nil)
+	descGrants = prometheus.NewDesc(Namespace+"_grants_total",
+		"Keys granted, at once or to a parked request, since start-up.", nil, nil)
+	descBusy = prometheus.NewDesc(Namespace+"_trylock_busy_total",
+		"Try-locks answered busy because the key was held, since start-up.", nil, nil)
+	descWithdrawn = prometheus.NewDesc(Namespace+"_withdrawn_waiters_total",
+		"Parked lock requests withdrawn before a grant (peer gone, reset by source), since start-up.", nil, nil)
+	descWait = prometheus.NewDesc(Namespace+"_lock_wait_seconds",
+		"Seconds from a lock request to its grant.", nil, nil)
+)
+
+// Collector turns a table snapshot into metrics at each scrape.
+type Collector struct {
+	table Snapshotter
+}
+
+// NewCollector returns a collector of t.
+func NewCollector(t Snapshotter) *Collector { return &Collector{table: t} }
+
+// Describe sends the descriptors of every metric the collector makes.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLocked, descHeld, descAcquired, descWaiters,
+		descGrants, descBusy, descWithdrawn, descWait} {
+		ch <- d
+	}
+}
+
+// Collect takes one snapshot and sends its metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.table.Snapshot()
+	ch <- prometheus.MustNewConstMetric(descLocked, prometheus.GaugeValue, float64(len(s.Holders)))
+	for _, h := range s.Holders {
+		key, source, remote := LabelValue(h.Key), LabelValue(h.Source), LabelValue(h.RemoteAddr)
+		ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue,
+			h.Held(s.Taken).Seconds(), key, source, remote)
+		ch <- prometheus.MustNewConstMetric(descAcquired, prometheus.GaugeValue,
+			float64(h.Acquired.UnixNano())/1e9, key, source, remote)
+	}
+	ch <- prometheus.MustNewConstMetric(descWaiters, prometheus.GaugeValue, float64(s.Parked))
+	ch <- prometheus.MustNewConstMetric(descGrants, prometheus.CounterValue, float64(s.Grants))
+	ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, float64(s.Busy))
+	ch <- prometheus.MustNewConstMetric(descWithdrawn, prometheus.CounterValue, float64(s.Withdrawn))
+	ch <- prometheus.MustNewConstHistogram(descWait, s.Wait.Count, s.Wait.Sum, s.Wait.Buckets)
+}
+
+// Register registers the table's collector and the Go runtime and process
+// collectors on reg. Errors: those of reg.Register.
+func Register(reg prometheus.Registerer, t Snapshotter) error {
+	for _, c := range []prometheus.Collector{
+		NewCollector(t),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LabelValue turns bytes from a client into a label value that is valid
+// UTF-8 and printable, such that different inputs never give the same value.
+//
+// A string that is valid UTF-8 with no backslash and no control character
+// is kept as it is. Any other is escaped: a backslash becomes `\\`, and each
+// byte that is a control character or not part of valid UTF-8 becomes
+// `\xHH`. Kept strings contain no backslash and escaped ones always do, and
+// the escaping decodes back uniquely, so the mapping is one-to-one.
+func LabelValue(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, needsEscape) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == utf8.RuneError && size == 1 || needsEscape(r):
+			for _, c := range []byte(s[i : i+size]) {
+				b.WriteString(`\x`)
+				if c < 0x10 {
+					b.WriteByte('0')
+				}
+				b.WriteString(strconv.FormatUint(uint64(c), 16))
+			}
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// needsEscape reports runes kept out of label values as they are: the
+// backslash and control characters.
+func needsEscape(r rune) bool {
+	return r == '\\' || r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0
+}

@@ -1,0 +1,40 @@
+// Package mutex holds the lock table and the server for the mutex port.
+//
+// # Wire format
+//
+// A connection carries exactly one request and one answer. Strings are
+// length-prefixed: one length byte, then that many bytes, taken as they are
+// (no encoding check, no trimming). A key is 1..127 bytes; a source is
+// 0..127 bytes, where 0 asks the server to use the peer's IP address.
+//
+//	action  byte  layout                          answers
+//	lock     1    [1][n][key n][m][source m]      '+' once granted (may block)
+//	unlock   2    [2][n][key n]                   '+'
+//	reset    3    [3][n][key n]                   '+'
+//	resetsrc 4    [4][m][source m]                '+'
+//	trylock  5    [5][n][key n][m][source m]      '+' granted, '#' held by another
+//
+// Any request may also be answered '-': malformed, rejected, or withdrawn.
+// An unknown action byte, a key length of 0 or 128..255, a source length of
+// 128..255, or bytes after a complete request make a request malformed; it
+// is answered '-' and the connection is closed.
+//
+// The request must arrive whole within Config.HeaderTimeout. A lock request
+// that cannot be granted at once parks in its key's queue with no timeout.
+// While it is parked the server watches the connection: end of stream, an
+// error or any further byte withdraws the request. A grant whose '+' cannot
+// be written, or whose peer is found gone, is undone and passes on.
+//
+// docs/protocol.md describes the same bytes for client authors.
+//
+// # Lock table
+//
+// Each key with a holder or a waiter has one entry in the table; a key with
+// neither leaves it. Waiters queue in order of arrival of their complete
+// request, each parked on a channel of capacity one that receives its
+// grant or its withdrawal. The table never blocks while holding its lock:
+// a grant or a release is a few pointer moves and a call to the Journal.
+//
+// Parked requests are also kept in a registry by request id. The registry is
+// how reset by source and a departed peer reach a request that is parked.
+package mutex
