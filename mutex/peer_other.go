@@ -8,5 +8,5 @@ import "net"
 // answer fails or the watch read ends.
 func peerGone(net.Conn) bool { return false }
 
-// resetSeen cannot read the socket error on this platform.
-func resetSeen(net.Conn) bool { return false }
+// grantRefused cannot inspect the socket on this platform.
+func grantRefused(net.Conn) bool { return false }

@@ -28,20 +28,6 @@ func peerGone(c net.Conn) bool {
 	return gone
 }
 
-// resetSeen reports whether c has a pending connection reset: the peer
-// refused data we sent, so our last answer never reached its program.
-func resetSeen(c net.Conn) bool {
-	rc, ok := rawConn(c)
-	if !ok {
-		return false
-	}
-	var soErr int
-	rc.Control(func(fd uintptr) {
-		soErr, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
-	})
-	return syscall.Errno(soErr) == unix.ECONNRESET
-}
-
 func rawConn(c net.Conn) (syscall.RawConn, bool) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {

@@ -232,11 +232,11 @@ func (s *Server) deliver(c net.Conn, g Grant, p Pending) {
 		return
 	}
 	// A client reads its '+' and closes: end of stream. One that closed
-	// before the '+' arrived, or with the '+' unread, resets instead.
+	// before the '+' arrived, or with the '+' unread, never got it.
 	c.SetReadDeadline(time.Now().Add(s.timeout))
 	var b [1]byte
 	_, err := c.Read(b[:])
-	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) && resetSeen(c) {
+	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) && grantRefused(c) {
 		s.table.ReleaseGrant(g)
 		s.log.Debug("grant not received, passed on", slog.String(logRemote, g.RemoteAddr))
 	}

@@ -1,0 +1,254 @@
+package mutex
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(childManyEnv); args != "" {
+		runChild(args)
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// testLogger routes a server's logs to t.Log.
+func testLogger(t *testing.T) *slog.Logger {
+	t.Helper()
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// testServer is a table and its mutex-port server on 127.0.0.1.
+type testServer struct {
+	table *Table
+	srv   *Server
+	addr  string
+}
+
+// startServer serves a fresh table on a 127.0.0.1 port until the test ends.
+func startServer(t *testing.T, cfg ServerConfig) *testServer {
+	t.Helper()
+	return startServerWith(t, NewTable(Config{}), cfg)
+}
+
+func startServerWith(t *testing.T, table *Table, cfg ServerConfig) *testServer {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	srv, err := NewServer(table, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background(), ln) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return &testServer{table: table, srv: srv, addr: ln.Addr().String()}
+}
+
+// dial opens a connection to the server.
+func (s *testServer) dial(t *testing.T) *net.TCPConn {
+	t.Helper()
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c.(*net.TCPConn)
+}
+
+// send opens a connection and writes the request bytes on it.
+func (s *testServer) send(t *testing.T, b []byte) *net.TCPConn {
+	t.Helper()
+	c := s.dial(t)
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// do sends one request and returns its answer; it closes the connection.
+func (s *testServer) do(t *testing.T, r Request) byte {
+	t.Helper()
+	c := s.send(t, AppendRequest(nil, r))
+	defer c.Close()
+	return readAnswer(t, c)
+}
+
+// readAnswer reads the one-byte answer of c, failing the test on EOF.
+func readAnswer(t *testing.T, c net.Conn) byte {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var b [1]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		t.Fatalf("read answer: %v", err)
+	}
+	return b[0]
+}
+
+// readClosed reports whether the server closed c without an answer: the
+// read ends with EOF or a reset and no byte.
+func readClosed(t *testing.T, c net.Conn) bool {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var b [1]byte
+	n, err := c.Read(b[:])
+	return n == 0 && err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+func lockReq(key, source string) Request {
+	return Request{Action: ActionLock, Key: key, Source: source}
+}
+
+// eventually polls cond until it holds, failing the test after 30 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// parked returns the number of requests parked behind key.
+func (tb *Table) parkedOn(key string) int {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	if e := tb.keys[key]; e != nil && e.queue != nil {
+		return e.queue.n
+	}
+	return 0
+}
+
+// waitParked waits until key has n parked requests.
+func (s *testServer) waitParked(t *testing.T, key string, n int) {
+	t.Helper()
+	eventually(t, "parked waiters", func() bool { return s.table.parkedOn(key) == n })
+}
+
+// holderSource returns the source of key's holder, or "" when free.
+func (s *testServer) holderSource(key string) string {
+	g, ok := s.table.Holder(key)
+	if !ok {
+		return ""
+	}
+	return g.Source
+}
+
+func (tb *Table) String() string {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	s := ""
+	for k, e := range tb.keys {
+		n := 0
+		if e.queue != nil {
+			n = e.queue.n
+		}
+		s += fmt.Sprintf("%q: holder=%+v waiters=%d; ", k, e.holder, n)
+	}
+	return s
+}
+
+// childManyEnv makes the test binary a client process: given "addr key n"
+// it parks n lock requests for key on addr, prints "parked", and closes
+// them all when its standard input ends. Killing it works too.
+const childManyEnv = "LC_MUTEX_TEST_CHILD"
+
+func runChild(args string) {
+	var addr, key string
+	var n int
+	if _, err := fmt.Sscan(args, &addr, &key, &n); err != nil {
+		fmt.Println("bad args:", err)
+		os.Exit(2)
+	}
+	conns := make([]net.Conn, 0, n)
+	for i := range n {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			_, err = c.Write(AppendRequest(nil, lockReq(key, "child"+strconv.Itoa(i))))
+		}
+		if err != nil {
+			fmt.Println("dial:", err)
+			os.Exit(1)
+		}
+		conns = append(conns, c)
+	}
+	fmt.Println("parked")
+	io.Copy(io.Discard, os.Stdin)
+	for _, c := range conns {
+		c.Close()
+	}
+	os.Exit(0)
+}
+
+// child is a client process started from the test binary.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+}
+
+func startChild(t *testing.T, env, args string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+args)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if line != "parked\n" {
+		t.Fatalf("child process said %q", line)
+	}
+	return &child{cmd: cmd, stdin: stdin}
+}
+
+func (c *child) closeStdin() { c.stdin.Close() }
+
+func (c *child) wait(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("child process: %v", err)
+	}
+}
