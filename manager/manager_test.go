@@ -1,0 +1,215 @@
+package manager
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locking-center/locking-center/mutex"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// start serves the management port of a fresh table on 127.0.0.1.
+func start(t *testing.T) (*mutex.Table, *Client) {
+	t.Helper()
+	tb := mutex.NewTable(mutex.Config{})
+	srv := NewServer(tb, Config{Logger: slog.New(slog.DiscardHandler)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(context.Background(), ln) }()
+	t.Cleanup(func() {
+		srv.Close()
+		srv.Close()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return tb, &Client{Addr: ln.Addr().String()}
+}
+
+func lock(t *testing.T, tb *mutex.Table, key, source string) {
+	t.Helper()
+	if _, err := tb.Lock(context.Background(), mutex.Claim{Key: key, Source: source, RemoteAddr: "10.0.0.4:51314"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestListAndReset(t *testing.T) {
+	tb, c := start(t)
+	ctx := context.Background()
+	lock(t, tb, "b", "x")
+	lock(t, tb, "a\xff", "y")
+	lock(t, tb, "c", "x")
+	keys, err := c.Keys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(keys, ",") != "a\xff,b,c" {
+		t.Fatalf("keys = %q", keys)
+	}
+	hs, err := c.Holders(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 3 || hs[0].Key != "a\xff" || hs[0].Source != "y" || hs[0].RemoteAddr != "10.0.0.4:51314" {
+		t.Fatalf("holders = %+v", hs)
+	}
+	if hs[0].Held < 0 || time.Since(hs[0].Acquired) > time.Minute {
+		t.Fatalf("times = %v, %v", hs[0].Acquired, hs[0].Held)
+	}
+	if err := c.ResetKey(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ResetSource(ctx, "y"); err != nil {
+		t.Fatal(err)
+	}
+	keys, _ = c.Keys(ctx)
+	if strings.Join(keys, ",") != "c" {
+		t.Fatalf("keys after resets = %q", keys)
+	}
+}
+
+func TestHoldersReportWaiters(t *testing.T) {
+	tb, c := start(t)
+	lock(t, tb, "k", "x")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tb.Lock(ctx, mutex.Claim{Key: "k", Source: "w"})
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		hs, err := c.Holders(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hs) == 1 && hs[0].Waiters == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("holders = %+v, want one waiter", hs)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+}
+
+// raw sends bytes to the server and returns all it answers.
+func raw(t *testing.T, addr string, b []byte) []byte {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.Write(b)
+	conn.(*net.TCPConn).CloseWrite()
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	out, _ := io.ReadAll(conn)
+	return out
+}
+
+func TestMalformedRequests(t *testing.T) {
+	tb, c := start(t)
+	for _, b := range [][]byte{{0}, {9}, {255}, {3, 0}, {3, 200}, {1, 'x'}, {4, 1, 's', 'x'}} {
+		if got := raw(t, c.Addr, b); !bytes.Equal(got, []byte{'-'}) {
+			t.Errorf("%v: answered %q, want -", b, got)
+		}
+	}
+	for _, b := range [][]byte{{}, {3}, {3, 5, 'a'}} {
+		if got := raw(t, c.Addr, b); len(got) != 0 {
+			t.Errorf("truncated %v: answered %q, want a silent close", b, got)
+		}
+	}
+	lock(t, tb, "k", "s")
+	if keys, err := c.Keys(context.Background()); err != nil || len(keys) != 1 {
+		t.Fatalf("server after bad input: %v %v", keys, err)
+	}
+}
+
+func TestClientErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := &Client{Addr: addr}
+	if _, err := c.Keys(context.Background()); err == nil || !strings.Contains(err.Error(), addr) {
+		t.Fatalf("unreachable server: %v", err)
+	}
+	if err := c.ResetKey(context.Background(), ""); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("empty key: %v", err)
+	}
+	if err := c.ResetKey(context.Background(), strings.Repeat("k", 128)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("long key: %v", err)
+	}
+}
+
+func TestHolderListRoundTrip(t *testing.T) {
+	in := []Holder{
+		{Key: "k", Source: "", RemoteAddr: "[::1]:5", Acquired: time.Unix(0, 1795946168069833000), Held: 73204 * time.Millisecond, Waiters: 3},
+		{Key: "\x00\xff", Source: strings.Repeat("s", 127), RemoteAddr: "1.2.3.4:5", Acquired: time.Unix(0, 0), Waiters: 0},
+	}
+	b := appendHolders(nil, in)
+	out, err := decodeHolders(b[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range in {
+		if !in[i].Acquired.Equal(out[i].Acquired) {
+			t.Fatalf("acquired %v != %v", in[i].Acquired, out[i].Acquired)
+		}
+		out[i].Acquired = in[i].Acquired
+		if in[i] != out[i] {
+			t.Fatalf("holder %d: %+v != %+v", i, out[i], in[i])
+		}
+	}
+}
+
+// FuzzDecodeHolders: a response from a server is never trusted; the
+// decoder refuses what does not parse and never over-allocates.
+func FuzzDecodeHolders(f *testing.F) {
+	f.Add(appendHolders(nil, []Holder{{Key: "k", Source: "s", RemoteAddr: "r", Acquired: time.Unix(1, 0)}})[1:])
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		hs, err := decodeHolders(b)
+		if err != nil {
+			return
+		}
+		if enc := appendHolders(nil, hs); !bytes.Equal(enc[1:], b) {
+			t.Fatalf("re-encoded %x, want %x", enc[1:], b)
+		}
+	})
+}
+
+// FuzzDecodeRequest: any bytes decode to a request that re-encodes to the
+// same prefix, or to an error.
+func FuzzDecodeRequest(f *testing.F) {
+	for _, b := range [][]byte{{1}, {2}, {3, 1, 'k'}, {4, 0}, {4, 2, 'a', 'b'}, {3, 0}, {7}} {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, n, err := decodeRequest(b)
+		if err != nil {
+			return
+		}
+		if enc := appendRequest(nil, r); !bytes.Equal(enc, b[:n]) {
+			t.Fatalf("re-encoded %x, want %x", enc, b[:n])
+		}
+	})
+}

@@ -1,0 +1,207 @@
+package metrics
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/locking-center/locking-center/mutex"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+func newRegistry(t *testing.T, tb *mutex.Table) *prometheus.Registry {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if err := Register(reg, tb); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// heldSeries returns the key labels of the held-seconds series.
+func heldSeries(t *testing.T, reg *prometheus.Registry) []string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	var keys []string
+	for _, mf := range mfs {
+		if mf.GetName() != Namespace+"_lock_held_seconds" {
+			continue
+		}
+		for _, m := range mf.Metric {
+			keys = append(keys, labelOf(m, LabelKey))
+		}
+	}
+	return keys
+}
+
+func labelOf(m *dto.Metric, name string) string {
+	for _, l := range m.Label {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func TestSeriesFollowGrantsAndReleases(t *testing.T) {
+	tb := mutex.NewTable(mutex.Config{})
+	reg := newRegistry(t, tb)
+	if got := heldSeries(t, reg); len(got) != 0 {
+		t.Fatalf("series before any lock: %v", got)
+	}
+	tb.Lock(context.Background(), mutex.Claim{Key: "orders/batch-7", Source: "10.0.0.9", RemoteAddr: "10.0.0.9:44120"})
+	if got := heldSeries(t, reg); len(got) != 1 || got[0] != "orders/batch-7" {
+		t.Fatalf("series after lock: %v", got)
+	}
+	if n := testutil.ToFloat64(gaugeOf(t, reg, Namespace+"_locked_keys")); n != 1 {
+		t.Fatalf("locked_keys = %v", n)
+	}
+	tb.Release("orders/batch-7")
+	if got := heldSeries(t, reg); len(got) != 0 {
+		t.Fatalf("series after release: %v", got)
+	}
+	want := `
+# HELP locking_center_grants_total Keys granted, at once or to a parked request, since start-up.
+# TYPE locking_center_grants_total counter
+locking_center_grants_total 1
+# HELP locking_center_locked_keys Number of keys currently held under a lock.
+# TYPE locking_center_locked_keys gauge
+locking_center_locked_keys 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		Namespace+"_grants_total", Namespace+"_locked_keys"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gaugeOf wraps one gathered gauge as a collector for testutil.ToFloat64.
+func gaugeOf(t *testing.T, reg *prometheus.Registry, name string) prometheus.Gauge {
+	t.Helper()
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name})
+			g.Set(mf.Metric[0].GetGauge().GetValue())
+			return g
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return nil
+}
+
+func TestNonUTF8KeysScrapeCleanly(t *testing.T) {
+	tb := mutex.NewTable(mutex.Config{})
+	reg := newRegistry(t, tb)
+	keys := []string{"\xff", `\xff`, "a\x00b", "a\nb", `a"b`, "é", "\xc3", "e\u0301"}
+	for _, k := range keys {
+		if _, err := tb.Lock(context.Background(), mutex.Claim{Key: k, Source: k + "\xfe", RemoteAddr: "127.0.0.1:1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := heldSeries(t, reg)
+	if len(got) != len(keys) {
+		t.Fatalf("%d series for %d keys: %q", len(got), len(keys), got)
+	}
+	seen := map[string]bool{}
+	for _, v := range got {
+		if !utf8.ValidString(v) || seen[v] {
+			t.Fatalf("label %q invalid or repeated", v)
+		}
+		seen[v] = true
+	}
+	// The text exposition parses back.
+	mfs, _ := reg.Gather()
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			t.Fatalf("encode %s: %v", mf.GetName(), err)
+		}
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	if _, err := parser.TextToMetricFamilies(&buf); err != nil {
+		t.Fatalf("exposition does not parse: %v", err)
+	}
+}
+
+func TestLabelValue(t *testing.T) {
+	for in, want := range map[string]string{
+		"locking-me": "locking-me",
+		"é":          "é",
+		"\xff":       `\xff`,
+		`\xff`:       `\\xff`,
+		"a\x00":      `a\x00`,
+		"tab\t":      `tab\x09`,
+		"\u0085":     `\xc2\x85`,
+	} {
+		if got := LabelValue(in); got != want {
+			t.Errorf("LabelValue(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// FuzzLabelValue checks that the label value is valid UTF-8 and decodes
+// back to the input, which makes the mapping one-to-one.
+func FuzzLabelValue(f *testing.F) {
+	for _, s := range []string{"", "a", "\xff", `\`, `\x41`, "\x00\x7f\u0085", "é\xc3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v := LabelValue(s)
+		if !utf8.ValidString(v) {
+			t.Fatalf("LabelValue(%q) = %q is not UTF-8", s, v)
+		}
+		if back := unescape(t, v); back != s {
+			t.Fatalf("LabelValue(%q) = %q decodes to %q", s, v, back)
+		}
+	})
+}
+
+// unescape inverts LabelValue.
+func unescape(t *testing.T, v string) string {
+	if !strings.Contains(v, `\`) {
+		return v
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] != '\\' {
+			b.WriteByte(v[i])
+			continue
+		}
+		switch {
+		case i+1 < len(v) && v[i+1] == '\\':
+			b.WriteByte('\\')
+			i++
+		case i+3 < len(v) && v[i+1] == 'x':
+			var c byte
+			for _, h := range []byte(v[i+2 : i+4]) {
+				c = c<<4 | fromHex(t, h)
+			}
+			b.WriteByte(c)
+			i += 3
+		default:
+			t.Fatalf("bad escape in %q", v)
+		}
+	}
+	return b.String()
+}
+
+func fromHex(t *testing.T, h byte) byte {
+	switch {
+	case h >= '0' && h <= '9':
+		return h - '0'
+	case h >= 'a' && h <= 'f':
+		return h - 'a' + 10
+	}
+	t.Fatalf("bad hex digit %q", h)
+	return 0
+}
