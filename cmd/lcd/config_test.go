@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// resolve parses args and environ the way lcd does and returns the config.
+func resolve(t *testing.T, args []string, environ []string) (Config, error) {
+	t.Helper()
+	var o options
+	fs := pflag.NewFlagSet("lcd", pflag.ContinueOnError)
+	o.register(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return o.config(fs, environ)
+}
+
+func TestConfigDefaults(t *testing.T) {
+	cfg, err := resolve(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{BindAddress: ":22119", ManagerAddress: ":22120", MetricsAddress: ":22121",
+		HeaderTimeout: 10 * time.Second, ShutdownTimeout: 30 * time.Second, LogFormat: "text"}
+	if cfg != want {
+		t.Fatalf("defaults = %+v\nwant %+v", cfg, want)
+	}
+}
+
+func TestConfigEnvironmentAndFlags(t *testing.T) {
+	env := []string{"BIND_ADDRESS=127.0.0.1:4000", "DATA_PATH=/var/lib/lc/locks.json", "HEADER_TIMEOUT=2s", "LOG_LEVEL=debug"}
+	cfg, err := resolve(t, nil, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ManagerAddress != "127.0.0.1:4001" || cfg.MetricsAddress != "127.0.0.1:4002" ||
+		cfg.DataPath != "/var/lib/lc/locks.json" || cfg.HeaderTimeout != 2*time.Second || cfg.LogLevel.String() != "DEBUG" {
+		t.Fatalf("from environment: %+v", cfg)
+	}
+	cfg, err = resolve(t, []string{"--bind-address", "127.0.0.1:5000", "--metrics-address", "0.0.0.0:9100"}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.BindAddress != "127.0.0.1:5000" || cfg.ManagerAddress != "127.0.0.1:5001" || cfg.MetricsAddress != "0.0.0.0:9100" {
+		t.Fatalf("flags must win over the environment: %+v", cfg)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, env := range [][]string{
+		{"BIND_ADDRESS=:65534"},
+		{"BIND_ADDRESS=localhost"},
+		{"BIND_ADDRESS=:http"},
+		{"HEADER_TIMEOUT=0s"},
+		{"SHUTDOWN_TIMEOUT=soon"},
+		{"LOG_LEVEL=loud"},
+		{"LOG_FORMAT=xml"},
+		{"MANAGER_ADDRESS=nope"},
+	} {
+		if _, err := resolve(t, nil, env); err == nil {
+			t.Errorf("%v: no error", env)
+		}
+	}
+	if _, err := resolve(t, nil, []string{"BIND_ADDRESS=:65534", "MANAGER_ADDRESS=:1", "METRICS_ADDRESS=:2"}); err != nil {
+		t.Errorf("explicit side ports must lift the port+2 rule: %v", err)
+	}
+}
+
+func TestRunExitCodes(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"--version"}, nil, &out, &errOut); code != exitOK || !strings.HasPrefix(out.String(), "lcd ") {
+		t.Fatalf("--version: code %d, out %q", code, out.String())
+	}
+	errOut.Reset()
+	code := run(context.Background(), nil, []string{"BIND_ADDRESS=:65535"}, io.Discard, &errOut)
+	if code != exitUsage || strings.Count(errOut.String(), "\n") != 1 || !strings.Contains(errOut.String(), "65535") {
+		t.Fatalf("bad port: code %d, stderr %q", code, errOut.String())
+	}
+	if code := run(context.Background(), []string{"--no-such-flag"}, nil, io.Discard, io.Discard); code != exitUsage {
+		t.Fatalf("unknown flag: code %d", code)
+	}
+}
