@@ -30,11 +30,22 @@ const (
 // aLongTimeAgo is a deadline in the past: setting it wakes a blocked Read.
 var aLongTimeAgo = time.Unix(1, 0)
 
-// answers holds the three one-byte answers, shared and never written to.
-var answers = map[byte][]byte{
-	AnswerOK:     {AnswerOK},
-	AnswerFailed: {AnswerFailed},
-	AnswerBusy:   {AnswerBusy},
+// The three one-byte answers, shared and never written to.
+var (
+	answerOKBytes     = []byte{AnswerOK}
+	answerFailedBytes = []byte{AnswerFailed}
+	answerBusyBytes   = []byte{AnswerBusy}
+)
+
+// answerBytes returns the one-byte answer a as a shared slice.
+func answerBytes(a byte) []byte {
+	switch a {
+	case AnswerOK:
+		return answerOKBytes
+	case AnswerBusy:
+		return answerBusyBytes
+	}
+	return answerFailedBytes
 }
 
 // ServerConfig configures a Server.
@@ -131,7 +142,7 @@ func (s *Server) handle(c net.Conn) {
 	req, err := readRequest(c)
 	if err != nil {
 		if errors.Is(err, ErrMalformed) {
-			c.Write(answers[AnswerFailed])
+			c.Write(answerFailedBytes)
 		}
 		return
 	}
@@ -141,10 +152,10 @@ func (s *Server) handle(c net.Conn) {
 	case ActionTryLock:
 		g, p, err := s.table.TryLock(s.claim(c, req))
 		if err != nil {
-			c.Write(answers[answerFor(err)])
+			c.Write(answerBytes(answerFor(err)))
 			return
 		}
-		s.deliver(c, g, p)
+		s.deliver(c, g, p, false)
 	case ActionUnlock, ActionResetKey:
 		p := s.table.Release(req.Key)
 		s.answerRelease(c, p)
@@ -160,7 +171,7 @@ func (s *Server) answerRelease(c net.Conn, p Pending) {
 	if err := waitPending(p); err != nil {
 		s.log.Warn("release not durable", slog.Any(logError, err))
 	}
-	c.Write(answers[AnswerOK])
+	c.Write(answerOKBytes)
 }
 
 // claim builds the claim of req on c: the source defaults to the peer IP.
@@ -178,57 +189,66 @@ func (s *Server) claim(c net.Conn, req Request) Claim {
 
 // lock serves a blocking lock: grant at once, or park and watch c.
 func (s *Server) lock(c net.Conn, cl Claim) {
-	// No timeout while parked. The header deadline goes before Enqueue, so
-	// that it cannot undo a wake.
-	c.SetReadDeadline(time.Time{})
 	tk := s.table.Enqueue(cl, func() { c.SetReadDeadline(aLongTimeAgo) })
 	if tk.Done() == nil {
-		s.deliver(c, tk.grant, tk.pending)
+		s.deliver(c, tk.grant, tk.pending, false)
 		return
 	}
+	// No timeout while parked. Clearing the header deadline could undo a
+	// wake that came first, so the state is checked before every read.
+	c.SetReadDeadline(time.Time{})
 	var b [1]byte
 	for {
-		_, rerr := c.Read(b[:])
 		g, p, err := s.table.Result(tk)
 		if errors.Is(err, errIncomplete) {
+			_, rerr := c.Read(b[:])
 			if errors.Is(rerr, os.ErrDeadlineExceeded) {
-				continue // a wake that lost the race with a later grant
+				continue // woken: the state has changed
 			}
-			// The peer left, failed, or sent bytes it must not send.
-			s.table.Withdraw(tk)
-			if rerr == nil {
-				c.Write(answers[AnswerFailed])
+			// The peer left, failed, or sent bytes it must not send; a
+			// grant that raced the read is passed on.
+			if granted, _ := s.table.Withdraw(tk); !granted && rerr == nil {
+				c.Write(answerFailedBytes)
 			}
 			s.log.Debug("parked request withdrawn", slog.String(logRemote, cl.RemoteAddr), slog.Any(logError, rerr))
 			return
 		}
 		if err != nil {
-			c.Write(answers[AnswerFailed]) // withdrawn by a reset of its source
+			c.Write(answerFailedBytes) // withdrawn by a reset of its source
 			return
 		}
-		if !errors.Is(rerr, os.ErrDeadlineExceeded) || peerGone(c) {
-			s.table.ReleaseGrant(g) // granted to a peer that has left
-			s.log.Debug("grant to departed peer passed on", slog.String(logRemote, cl.RemoteAddr))
-			return
-		}
-		s.deliver(c, g, p)
+		s.deliver(c, g, p, true)
 		return
 	}
 }
 
-// deliver answers a grant: '+' once it is durable, then it waits for the
-// peer to close. A grant that cannot be made durable is answered '-'; one
-// whose '+' the peer never read (the write fails, or the peer resets the
-// connection) is undone, so the key passes on.
-func (s *Server) deliver(c net.Conn, g Grant, p Pending) {
+// deliver answers a grant with '+' once it is durable. A grant that cannot
+// be made durable is answered '-' and undone. So is one whose peer is found
+// gone before the '+', or whose '+' cannot be written.
+//
+// With confirm, used for a grant to a request that was parked, it then
+// waits for the peer to close, to learn whether the '+' reached the
+// client's program: a peer that left in the same instant as the grant
+// never read it, and the key passes on. A request granted at once was sent
+// moments ago; for it the check before the '+' is enough, and the server
+// closes first, as cheaply as the protocol allows.
+func (s *Server) deliver(c net.Conn, g Grant, p Pending, confirm bool) {
 	if err := waitPending(p); err != nil {
 		s.table.ReleaseGrant(g)
-		c.Write(answers[AnswerFailed])
+		c.Write(answerFailedBytes)
 		s.log.Warn("grant not durable, released", slog.Any(logError, err))
 		return
 	}
-	if _, err := c.Write(answers[AnswerOK]); err != nil {
+	if peerGone(c) {
 		s.table.ReleaseGrant(g)
+		s.log.Debug("grant to departed peer passed on", slog.String(logRemote, g.RemoteAddr))
+		return
+	}
+	if _, err := c.Write(answerOKBytes); err != nil {
+		s.table.ReleaseGrant(g)
+		return
+	}
+	if !confirm {
 		return
 	}
 	// A client reads its '+' and closes: end of stream. One that closed

@@ -21,7 +21,7 @@ func TestDecodeRequest(t *testing.T) {
 		{"unlock", []byte{2, 1, 0}, Request{ActionUnlock, "\x00", ""}, nil},
 		{"reset", []byte{3, 1, 'a'}, Request{ActionResetKey, "a", ""}, nil},
 		{"reset source", []byte{4, 0}, Request{ActionResetSource, "", ""}, nil},
-		{"127-byte key", append(append([]byte{2, 127}, long...)), Request{ActionUnlock, long, ""}, nil},
+		{"127-byte key", append([]byte{2, 127}, long...), Request{ActionUnlock, long, ""}, nil},
 		{"empty", nil, Request{}, errIncomplete},
 		{"no key yet", []byte{1}, Request{}, errIncomplete},
 		{"short key", []byte{1, 3, 'a'}, Request{}, errIncomplete},

@@ -100,11 +100,48 @@ func (s *Conns) CloseAll() {
 	}
 }
 
+// workerIdle is how often a worker checks whether it has served a
+// connection lately; one that served none in a whole period ends.
+const workerIdle = time.Second
+
 // Accept accepts connections on ln until ln is closed, and runs handle for
-// each in a goroutine of g; a connection that g refuses is closed. After a
-// failed accept other than a closed listener it waits, doubling from 5 ms
-// to 1 s, and tries again. It returns nil once ln is closed.
+// each. A connection goes to an idle worker when one waits, and otherwise
+// to a new worker started in g; a connection that g refuses is closed. A
+// worker serves connection after connection until it has served none for
+// a whole second (so within two seconds of going idle) or Accept returns.
+// Reusing workers keeps the stacks they have grown, which a fresh
+// goroutine would grow again on every connection; the check costs one
+// timer per worker per second, nothing per connection.
+//
+// After a failed accept other than a closed listener it waits, doubling
+// from 5 ms to 1 s, and tries again. It returns nil once ln is closed.
 func Accept(ln net.Listener, g *Group, log *slog.Logger, handle func(net.Conn)) error {
+	log = Discard(log)
+	work := make(chan net.Conn)
+	done := make(chan struct{})
+	defer close(done)
+	worker := func(c net.Conn) {
+		tick := time.NewTimer(workerIdle)
+		defer tick.Stop()
+		served, seen := 0, 0
+		for {
+			handle(c)
+			served++
+		wait:
+			select {
+			case c = <-work:
+			case <-tick.C:
+				if served == seen {
+					return
+				}
+				seen = served
+				tick.Reset(workerIdle)
+				goto wait
+			case <-done:
+				return
+			}
+		}
+	}
 	var delay time.Duration
 	for {
 		c, err := ln.Accept()
@@ -119,8 +156,12 @@ func Accept(ln net.Listener, g *Group, log *slog.Logger, handle func(net.Conn)) 
 			continue
 		}
 		delay = 0
-		if !g.Go(func() { handle(c) }) {
-			c.Close()
+		select {
+		case work <- c:
+		default:
+			if !g.Go(func() { worker(c) }) {
+				c.Close()
+			}
 		}
 	}
 }

@@ -1,0 +1,58 @@
+// Command floor is the cost floor of the mutex-port protocol: a server
+// that accepts a connection, reads one whole request, answers '+' and
+// closes. It keeps no table. The benchmark runs it beside lcd so that
+// lcd's throughput and CPU are read as ratios to what the connection
+// itself costs on the same machine at the same moment.
+//
+// Usage: floor ADDR. It prints its bound address on the first line of
+// standard output and serves until killed.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/locking-center/locking-center/mutex"
+)
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: floor ADDR")
+		os.Exit(2)
+	}
+	ln, err := net.Listen("tcp", os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		os.Exit(1)
+	}
+	fmt.Println(ln.Addr())
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		go serve(c)
+	}
+}
+
+// serve reads one request, answers '+' and closes.
+func serve(c net.Conn) {
+	defer c.Close()
+	var buf [300]byte
+	n := 0
+	for {
+		m, err := c.Read(buf[n:])
+		n += m
+		if _, _, derr := mutex.DecodeRequest(buf[:n]); derr == nil {
+			c.Write([]byte{mutex.AnswerOK})
+			return
+		} else if errors.Is(derr, mutex.ErrMalformed) || err != nil {
+			return
+		}
+	}
+}
