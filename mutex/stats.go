@@ -91,11 +91,11 @@ func (t *Table) Snapshot() Snapshot {
 		Withdrawn: t.stats.Withdrawn,
 		Wait:      t.stats.Wait.snapshot(),
 	}
-	for _, e := range t.keys {
-		if e.holder.ID == 0 {
+	for key, e := range t.keys {
+		if e.holder.id == 0 {
 			continue
 		}
-		h := Holder{Grant: e.holder}
+		h := Holder{Grant: t.grant(key, e.holder)}
 		if e.queue != nil {
 			h.Waiters = e.queue.n
 		}

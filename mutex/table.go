@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"time"
+	"unique"
 )
 
 // Grant describes one holder of a key: who asked, from where, and when the
@@ -45,14 +46,27 @@ type Table struct {
 	nextID  uint64
 	journal Journal
 	now     func() time.Time
+	epoch   time.Time // grant times are kept as offsets from it
 	stats   stats
 }
 
 // entry is one key with a holder, waiters, or both. A held key with no
-// waiters needs nothing beyond this struct.
+// waiters needs nothing beyond this struct: 48 bytes on 64-bit platforms,
+// plus its key and remote address.
 type entry struct {
-	holder Grant // ID 0 when no one holds the key
+	holder holder
 	queue  *queue
+}
+
+// holder is the compact form of a Grant kept in the table. The key is the
+// table's map key; the source is interned, since one source usually holds
+// many keys; the grant time is an offset from the table's epoch, which
+// carries the monotonic clock.
+type holder struct {
+	id       uint64 // 0 when no one holds the key
+	source   unique.Handle[string]
+	remote   string
+	acquired time.Duration // since Table.epoch
 }
 
 type queue struct {
@@ -94,6 +108,7 @@ func NewTable(cfg Config) *Table {
 		parked:  make(map[uint64]*Ticket),
 		journal: cfg.Journal,
 		now:     now,
+		epoch:   now(),
 		stats:   stats{Wait: newHistogram()},
 	}
 }
@@ -121,8 +136,13 @@ func (t *Table) Restore(grants []Grant) {
 			e = &entry{}
 			t.keys[g.Key] = e
 		}
-		e.holder = g
+		e.holder = holder{id: g.ID, source: unique.Make(g.Source), remote: g.RemoteAddr, acquired: g.Acquired.Sub(t.epoch)}
 	}
+}
+
+// grant expands the holder of key into a Grant.
+func (t *Table) grant(key string, h holder) Grant {
+	return Grant{ID: h.id, Key: key, Source: h.source.Value(), RemoteAddr: h.remote, Acquired: t.epoch.Add(h.acquired)}
 }
 
 // TryLock grants c.Key if it is free and otherwise returns ErrBusy at once.
@@ -132,7 +152,7 @@ func (t *Table) TryLock(c Claim) (Grant, Pending, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.keys[c.Key]
-	if e != nil && (e.holder.ID != 0 || e.queue != nil) {
+	if e != nil && (e.holder.id != 0 || e.queue != nil) {
 		t.stats.Busy++
 		return Grant{}, nil, ErrBusy
 	}
@@ -159,7 +179,7 @@ func (t *Table) Enqueue(c Claim, wake func()) *Ticket {
 		e = &entry{}
 		t.keys[c.Key] = e
 	}
-	if e.holder.ID == 0 && e.queue == nil {
+	if e.holder.id == 0 && e.queue == nil {
 		tk.grant = t.grantLocked(e, c, now, 0, 0)
 		tk.state = ticketGranted
 		tk.pending = t.appendLocked(OpGrant, tk.grant)
@@ -192,10 +212,10 @@ func (t *Table) grantLocked(e *entry, c Claim, now time.Time, id uint64, waited 
 		t.nextID++
 		id = t.nextID
 	}
-	e.holder = Grant{ID: id, Key: c.Key, Source: c.Source, RemoteAddr: c.RemoteAddr, Acquired: now}
+	e.holder = holder{id: id, source: unique.Make(c.Source), remote: c.RemoteAddr, acquired: now.Sub(t.epoch)}
 	t.stats.Grants++
 	t.stats.Wait.observe(waited)
-	return e.holder
+	return Grant{ID: id, Key: c.Key, Source: c.Source, RemoteAddr: c.RemoteAddr, Acquired: t.epoch.Add(e.holder.acquired)}
 }
 
 func (t *Table) appendLocked(op Op, g Grant) Pending {
@@ -279,7 +299,7 @@ func (t *Table) signalLocked(tk *Ticket) {
 }
 
 func (t *Table) dropIfIdleLocked(key string, e *entry) {
-	if e.holder.ID == 0 && e.queue == nil {
+	if e.holder.id == 0 && e.queue == nil {
 		delete(t.keys, key)
 	}
 }
@@ -291,7 +311,7 @@ func (t *Table) Release(key string) Pending {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := t.keys[key]
-	if e == nil || e.holder.ID == 0 {
+	if e == nil || e.holder.id == 0 {
 		return nil
 	}
 	return t.releaseLocked(key, e)
@@ -308,7 +328,7 @@ func (t *Table) ReleaseGrant(g Grant) Pending {
 
 func (t *Table) releaseIfLocked(g Grant) Pending {
 	e := t.keys[g.Key]
-	if e == nil || e.holder.ID != g.ID {
+	if e == nil || e.holder.id != g.ID {
 		return nil
 	}
 	return t.releaseLocked(g.Key, e)
@@ -316,8 +336,11 @@ func (t *Table) releaseIfLocked(g Grant) Pending {
 
 // releaseLocked ends e's grant and hands the key to the head of its queue.
 func (t *Table) releaseLocked(key string, e *entry) Pending {
-	p := t.appendLocked(OpRelease, e.holder)
-	e.holder = Grant{}
+	var p Pending
+	if t.journal != nil {
+		p = t.appendLocked(OpRelease, t.grant(key, e.holder))
+	}
+	e.holder = holder{}
 	if q := e.queue; q != nil {
 		tk := q.head
 		q.head = tk.next
@@ -362,8 +385,9 @@ func (t *Table) ResetSource(source string) (released, withdrawn int, p Pending) 
 			withdrawn++
 		}
 	}
+	src := unique.Make(source)
 	for key, e := range t.keys {
-		if e.holder.ID != 0 && e.holder.Source == source {
+		if e.holder.id != 0 && e.holder.source == src {
 			if rp := t.releaseLocked(key, e); rp != nil {
 				p = rp
 			}
@@ -409,8 +433,8 @@ func (t *Table) Len() int {
 func (t *Table) Holder(key string) (Grant, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.keys[key]; e != nil && e.holder.ID != 0 {
-		return e.holder, true
+	if e := t.keys[key]; e != nil && e.holder.id != 0 {
+		return t.grant(key, e.holder), true
 	}
 	return Grant{}, false
 }
