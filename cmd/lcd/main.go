@@ -92,6 +92,7 @@ func newRootCommand(ctx context.Context, environ []string, stdout, stderr io.Wri
 	cmd.SetContext(ctx)
 	cmd.SetVersionTemplate("lcd {{.Version}}\n")
 	opts.register(cmd.Flags())
+	cmd.AddCommand(newHealthCommand(ctx, environ))
 	return cmd
 }
 
