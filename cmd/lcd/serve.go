@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/metrics"
@@ -18,7 +19,10 @@ import (
 
 // serve runs the three listeners until ctx ends, then shuts down: mutex and
 // management ports first (waiting connections are cut), then the metrics
-// endpoint drains its scrapes for up to cfg.ShutdownTimeout.
+// endpoint. If anything has scraped it, the endpoint keeps serving until
+// one more scrape has completed, so the scraper sees the final state; it
+// waits at most cfg.ShutdownTimeout in all, and not at all when nothing
+// scrapes.
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	st, err := openStore(cfg, log, reg)
@@ -37,11 +41,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return &exitError{code: exitUsage, err: err}
 	}
 	managerSrv := manager.NewServer(table, manager.Config{Timeout: cfg.HeaderTimeout, Logger: log})
+	scrapes := newScrapeWatch()
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	mux.Handle("/metrics", scrapes.wrap(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
-	}))
+	})))
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HeaderTimeout}
 
 	lns, err := listenAll(cfg.BindAddress, cfg.ManagerAddress, cfg.MetricsAddress)
@@ -72,6 +77,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		managerSrv.Close()
 		drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 		defer cancel()
+		scrapes.awaitFinal(drain)
 		if err := httpSrv.Shutdown(drain); err != nil {
 			httpSrv.Close()
 		}
@@ -116,4 +122,41 @@ func openStore(cfg Config, log *slog.Logger, reg prometheus.Registerer) (store, 
 		return store{close: func() {}}, nil
 	}
 	return openDataPath(cfg, log, reg)
+}
+
+// scrapeWatch counts completed scrapes, so that shutdown can wait for one
+// scrape of the final state.
+type scrapeWatch struct {
+	mu   sync.Mutex
+	done uint64
+	next chan struct{} // closed when a scrape completes
+}
+
+func newScrapeWatch() *scrapeWatch { return &scrapeWatch{next: make(chan struct{})} }
+
+func (w *scrapeWatch) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(rw, r)
+		w.mu.Lock()
+		w.done++
+		close(w.next)
+		w.next = make(chan struct{})
+		w.mu.Unlock()
+	})
+}
+
+// awaitFinal returns at once when nothing has ever scraped this process;
+// otherwise it waits for the next scrape to complete, or for ctx to end,
+// so that the scraper records the state at shutdown.
+func (w *scrapeWatch) awaitFinal(ctx context.Context) {
+	w.mu.Lock()
+	done, next := w.done, w.next
+	w.mu.Unlock()
+	if done == 0 {
+		return
+	}
+	select {
+	case <-next:
+	case <-ctx.Done():
+	}
 }
