@@ -78,7 +78,7 @@ start_lcd() {
 	lcd_pid=$!
 	deadline=$((SECONDS + start_limit))
 	while :; do
-		line=$(grep -m1 'msg="lcd started"' "$log")
+		line=$(grep -m1 'msg="lcd started"' "$log" 2>/dev/null)
 		[ -n "$line" ] && break
 		if ! kill -0 "$lcd_pid" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
 			echo "run.sh: lcd did not start:" >&2
