@@ -1,13 +1,29 @@
 package main
 
 import (
-	"errors"
 	"log/slog"
 
+	wal "github.com/locking-center/locking-center/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// openDataPath opens the write-ahead log at cfg.DataPath.
+// openDataPath opens the write-ahead log at cfg.DataPath: it takes the
+// log's lock, replays it and registers the store's counters on reg. The
+// returned store restores the held keys and closes the log at exit.
+// Errors: the log is locked by another process, corrupt, or cannot be
+// created or read; each names the file.
 func openDataPath(cfg Config, log *slog.Logger, reg prometheus.Registerer) (store, error) {
-	return store{}, errors.New("DATA_PATH " + cfg.DataPath + ": durability is not available in this build")
+	l, grants, err := wal.Open(wal.Config{Path: cfg.DataPath, Logger: log, Registerer: reg})
+	if err != nil {
+		return store{}, err
+	}
+	return store{
+		journal:  l,
+		restored: grants,
+		close: func() {
+			if err := l.Close(); err != nil {
+				log.Error("closing the write-ahead log", slog.String("path", cfg.DataPath), slog.Any("error", err))
+			}
+		},
+	}, nil
 }

@@ -61,8 +61,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		slog.Int("restored_keys", len(st.restored)))
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return mutexSrv.Serve(gctx, lns[0]) })
-	g.Go(func() error { return managerSrv.Serve(gctx, lns[1]) })
+	// A signal can close a server before its Serve has started; that is a
+	// shutdown, not a failure.
+	g.Go(func() error { return ignore(mutexSrv.Serve(gctx, lns[0]), mutex.ErrClosed) })
+	g.Go(func() error { return ignore(managerSrv.Serve(gctx, lns[1]), manager.ErrClosed) })
 	g.Go(func() error {
 		if err := httpSrv.Serve(lns[2]); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("metrics endpoint: %w", err)
@@ -88,6 +90,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("lcd stopped")
 	return nil
+}
+
+// ignore returns err unless it is target.
+func ignore(err, target error) error {
+	if errors.Is(err, target) {
+		return nil
+	}
+	return err
 }
 
 // listenAll binds the three addresses, or none: a failure closes those

@@ -1,0 +1,181 @@
+// Package store is the write-ahead log behind DATA_PATH: it keeps the held
+// keys of a lock table on disk so that they survive a restart.
+//
+// A Log implements mutex.Journal. The table hands it every grant and every
+// release in the order it made them; the Log appends one record per change
+// to a single file and reports, through the Pending it returned, when the
+// change is on disk. Open reads the file back and returns the grants that
+// were in force.
+//
+//	l, grants, err := store.Open(store.Config{Path: "/var/lib/locking-center/locks.json"})
+//	...
+//	table := mutex.NewTable(mutex.Config{Journal: l})
+//	table.Restore(grants)
+//	...
+//	l.Close()
+//
+// # Record format
+//
+// The file is a sequence of records and nothing else: no file header, no
+// padding. Each record is a 12-byte header followed by a payload:
+//
+//	offset  size  field
+//	0       4     n: payload length in bytes, little-endian uint32, 1..MaxPayload
+//	4       4     CRC32C of bytes 0..3 (guards the length before it is trusted)
+//	8       4     CRC32C of the n payload bytes
+//	12      n     payload: the JSON of one change
+//
+// Both checksums use the Castagnoli polynomial. The length has a checksum of
+// its own so that a damaged length is caught as damage, rather than taken
+// for a record that runs past the end of the file (which would look like a
+// torn write and be dropped along with every record after it).
+//
+// The payload is one JSON object, in one of two shapes:
+//
+//	{"op":"grant","key":"<b64>","src":"<b64>","addr":"<b64>","at":<int>}
+//	{"op":"release","key":"<b64>"}
+//
+// key, src and addr are the key, the source and the remote address (ip:port)
+// of the holder, each as standard base64 with padding (RFC 4648 section 4),
+// so that any byte sequence, including invalid UTF-8, NUL and 0xFF, comes
+// back exactly. at is the time of the grant in Unix nanoseconds. A release
+// names only the key: the table releases a key's current holder, so the key
+// says which grant ended. A reader accepts the fields in any order and
+// ignores fields it does not know; it refuses an op it does not know, an
+// empty key, and a payload that is not such an object.
+//
+// # Replay
+//
+// Open reads the records from the start and applies them to a map from key
+// to grant: a grant sets the key's holder (a later grant of the same key
+// wins), a release removes it (releasing a key that is not held changes
+// nothing). What is left is the set of held keys.
+//
+// A crash while a batch is being written can damage only the end of the
+// file, because nothing is written after a batch until that batch is synced
+// (see Group commit). Replay therefore tells a torn tail from corruption by
+// where the damage lies:
+//
+//   - Fewer than 12 bytes left, or a header whose checks pass but whose
+//     payload runs past the end of the file: a torn tail.
+//   - A record that fails a check (length checksum, length range, payload
+//     checksum, JSON) where the run of zero bytes that ends the file begins
+//     inside that record or before it: a torn tail. This is the file whose
+//     size reached the disk before its data did.
+//   - Any other record that fails a check: corruption. It is whole, so it was
+//     written and synced; a checksum that fails now means the disk or
+//     something else changed it.
+//
+// A torn tail was never acknowledged. Open truncates the file to the end of
+// the last whole record and syncs it before anything is appended, and logs
+// how many bytes it dropped. Corruption refuses the start: Open returns a
+// *CorruptError that names the file and the offset of the bad record, and
+// changes nothing on disk. A hole of zeros inside the last, unsynced write
+// that is followed by data that did reach the disk counts as corruption
+// too. It is rare (out-of-order writeback of an append), and refusing is the
+// safe choice: dropping records past damage that might not be a torn write
+// could lose an acknowledged grant and hand a key out twice. An operator who
+// knows the process crashed can truncate the file at the reported offset.
+//
+// Before a length is used to read a payload it is checked against
+// MaxPayload and against the bytes left in the file, so a damaged length
+// never makes replay allocate or read more than the file holds.
+//
+// # Group commit
+//
+// Append runs under the table's lock and does no I/O. It encodes the record
+// into the batch being filled, in memory, and returns that batch as the
+// change's Pending. One writer goroutine, owned by the Log and stopped by
+// Close, takes the whole batch at once, writes it at the end of the log with
+// one write, syncs it with one fsync, and then completes the batch: every
+// Pending of it returns together. While it writes and syncs, new changes
+// fill the next batch. Batches are written strictly in order and each is
+// synced before the next is written, so the file is always a prefix of the
+// history the table made, and a crash at any instant leaves at most the one
+// unsynced batch damaged.
+//
+// When the last batch held more than one change, changes are arriving
+// concurrently, and the writer lets the next batch gather before it takes
+// it: it waits while changes keep coming, until none has come for twice
+// the mean gap between the changes of the last batch, or for as long as
+// the last write and fsync took (at most 2 ms). With a fast disk and many
+// clients this about doubles the changes each fsync carries, which spends
+// less of the machine on fsyncs; with a slow disk every client is already
+// waiting in the batch and the wait ends after one short gap; a lone client
+// never waits.
+//
+// The table answers a lock's '+' only after its grant's Pending returned
+// nil; it passes a released key to the next waiter in the same order of
+// changes, so the release is durable no later than the new holder's grant.
+//
+// # Write failures
+//
+// When the write or the fsync of a batch fails, every Pending of the batch
+// returns an error wrapping mutex.ErrJournal, and the counter
+// locking_center_store_write_errors_total goes up by the number of changes
+// the batch took from Append (a release carried over from an earlier
+// failure, see below, is not counted twice). The lock server answers a
+// failed grant '-' and releases it; a failed release has already taken
+// effect in the table and stays so.
+//
+// After a failed write or fsync the state of the file past the last synced
+// batch is unknown: part of the batch may be on disk, and after a failed
+// fsync the kernel may have dropped the dirty pages or marked them clean, so
+// a later fsync would not write them and a retried fsync proves nothing.
+// Appending the next batch after such bytes could leave a hole of stale or
+// zero bytes in the middle of the file, which replay would rightly call
+// corruption. So before anything else is appended the Log puts the file back
+// into a known state, in this order:
+//
+//  1. Truncate the file to the end of the last synced batch and fsync it.
+//     Bytes before that offset were synced earlier and are not touched by
+//     the failed write (the shared last page holds the same bytes in the
+//     page cache as on disk), so the file is exactly the synced prefix.
+//  2. If that fails, rewrite the log as a compaction does (below), from the
+//     set of grants that the synced prefix holds. The new file does not
+//     depend on anything the failed write left behind.
+//  3. If that fails too, the Log stays broken: every later batch first tries
+//     1 and 2 again and, while they fail, fails as a whole without writing.
+//     No change is ever written after bytes of uncertain state.
+//
+// A release whose batch failed is not forgotten: it is carried into the
+// next batch, in front of that batch's changes, so once a write succeeds the
+// file no longer lists the key. Until then a restart would bring the key
+// back as held, which errs on the safe side (a key held by nobody, cleared
+// by a reset). A grant whose batch failed is dropped: the server answers it
+// '-' and appends its release, which replay treats as releasing a key that
+// is not held. Dropping grants and delaying releases keeps every record in
+// its original order, so the file still replays to a state that a prefix of
+// the acknowledged history produced, with failed grants left out.
+//
+// One case remains on the safe side only: a write whose fsync reported
+// failure may still have reached the disk, and if both recoveries fail and
+// the process then dies, a grant that was answered '-' can come back as
+// held.
+//
+// # Compaction
+//
+// The Log tracks the size the held keys would take as grant records. After
+// a batch, when the file is at least Config.CompactMinSize and at least
+// twice that size, the writer rewrites it: it writes one grant record per
+// held key to Path+".tmp", fsyncs it, renames it over Path and fsyncs the
+// directory, then appends to the new file. The compaction runs on the writer
+// goroutine between two batches, so appends wait for it and no change is
+// lost or reordered. A crash before the rename leaves the old log in place;
+// after it, the new one; both replay to the same held keys. A temp file left
+// by such a crash is never read: Open removes it. If the directory fsync
+// fails after the rename, the Log counts as broken (see Write failures) so
+// that nothing is acknowledged from the new file until the rename is known
+// to be on disk. Open also compacts, before serving, a log that has grown
+// past the threshold. locking_center_store_compactions_total counts
+// rewrites, including those of a recovery.
+//
+// # One process per file
+//
+// Open takes an exclusive flock(2) on Path+".lock", a file beside the log
+// that is never renamed (a lock on the log itself would stay with the old
+// file at the first compaction), and writes its process id into it. A second
+// process that opens the same Path gets ErrLocked, with the id of the
+// holder when it can be read. The lock ends with the process or with Close.
+// The lock file stays on disk; it holds no state.
+package store

@@ -1,0 +1,16 @@
+//go:build !unix
+
+package store
+
+import (
+	"errors"
+	"os"
+)
+
+// lockFile fails: one process per log is enforced with flock(2), which this
+// platform lacks.
+func lockFile(path string) (*os.File, error) {
+	return nil, errors.New("store: " + path + ": file locking is not supported on this platform")
+}
+
+func unlockFile(f *os.File) error { return f.Close() }

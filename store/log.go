@@ -1,0 +1,593 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/locking-center/locking-center/mutex"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultCompactMinSize is the default of Config.CompactMinSize: 1 MiB.
+const DefaultCompactMinSize = 1 << 20
+
+// Files beside the log, and the mode of the files the Log creates.
+const (
+	lockSuffix = ".lock"
+	tmpSuffix  = ".tmp"
+	filePerm   = 0o600
+)
+
+// maxGather bounds the wait of the writer for more changes; see gather.
+const maxGather = 2 * time.Millisecond
+
+// maxSpare bounds, in bytes, a batch buffer that the writer keeps for the
+// next batch; a larger one (a reset of a big source) is dropped.
+const maxSpare = 1 << 20
+
+// Log attribute keys.
+const (
+	logPath      = "path"
+	logError     = "error"
+	logBytes     = "bytes"
+	logFromBytes = "from_bytes"
+	logKeys      = "held_keys"
+	logChanges   = "changes"
+	logOffset    = "offset"
+	logTemp      = "temp"
+	logTook      = "took"
+)
+
+// Config configures a Log.
+type Config struct {
+	// Path is the log file (DATA_PATH). Its directory must exist; the file
+	// is created when missing. Path+".lock" and Path+".tmp" are used too.
+	Path string
+	// CompactMinSize is the size in bytes below which the log is never
+	// compacted. Zero means DefaultCompactMinSize (1 MiB).
+	CompactMinSize int64
+	// Logger receives the log's messages; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives locking_center_store_write_errors_total and
+	// locking_center_store_compactions_total; nil registers neither.
+	// Close unregisters them.
+	Registerer prometheus.Registerer
+	// OpenFile opens the log and its temp file; nil means os.OpenFile.
+	OpenFile OpenFileFunc
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.Path == "" {
+		return errors.New("store: path is empty")
+	}
+	if c.CompactMinSize < 0 {
+		return errors.New("store: compact min size must not be negative")
+	}
+	return nil
+}
+
+// Stats counts what a Log has done since Open.
+type Stats struct {
+	Batches     uint64 // batches written and synced
+	Changes     uint64 // changes in those batches
+	Syncs       uint64 // fsyncs of the log and of its rewrites
+	WriteErrors uint64 // changes that could not be written
+	Compactions uint64 // rewrites of the log
+}
+
+// Log is the write-ahead log. It implements mutex.Journal: Append is safe
+// for concurrent use and never blocks on I/O.
+type Log struct {
+	path, dir string
+	minSize   int64
+	open      OpenFileFunc
+	log       *slog.Logger
+	reg       prometheus.Registerer // where the counters are registered, or nil
+	lock      *os.File
+
+	writeErrors prometheus.Counter
+	compactions prometheus.Counter
+	stats       struct{ batches, changes, syncs, writeErrors, compactions atomic.Uint64 }
+
+	// The batch being filled, guarded by mu.
+	mu      sync.Mutex
+	cur     *batch
+	buf     []byte
+	changes []mutex.Change
+	closed  bool
+
+	wake chan struct{} // capacity 1: changes were appended
+	quit chan struct{} // closed by Close
+	done chan struct{} // closed when the writer has returned
+
+	// Owned by the writer goroutine (and by Open before it starts).
+	f            File
+	size         int64 // bytes of the log, all synced
+	state        *state
+	carry        []mutex.Change // releases of failed batches, to write first
+	broken       error          // set: the file must be recovered before a write
+	dirPending   bool           // a rename is not yet known to be on disk
+	nextCompact  int64          // no compaction before the log reaches this size
+	spareBuf     []byte
+	spareChanges []mutex.Change
+	lastBatch    int           // changes in the last batch
+	lastCommit   time.Duration // how long its write and fsync took
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// batch is the Pending of every change of one write.
+type batch struct {
+	done chan struct{}
+	err  error
+}
+
+// Wait blocks until the batch is synced or failed. Errors wrap
+// mutex.ErrJournal.
+func (b *batch) Wait() error {
+	<-b.done
+	return b.err
+}
+
+// failed is the Pending of a change that was refused before any write.
+type failed struct{ err error }
+
+func (p failed) Wait() error { return p.err }
+
+// journalError wraps err so that errors.Is(err, mutex.ErrJournal) holds.
+func journalError(err error) error { return fmt.Errorf("%w: %w", mutex.ErrJournal, err) }
+
+// Open opens the log at cfg.Path, creating it when missing, replays it and
+// starts the writer. It returns the grants in force, in no particular
+// order. A torn tail is truncated; a log past the compaction threshold is
+// compacted. Errors: ErrLocked, a *CorruptError (errors.Is ErrCorrupt), or
+// the error of a file operation or of the Registerer.
+func Open(cfg Config) (*Log, []mutex.Grant, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, err
+	}
+	l := &Log{
+		path:    cfg.Path,
+		dir:     filepath.Dir(cfg.Path),
+		minSize: cfg.CompactMinSize,
+		open:    cfg.OpenFile,
+		log:     cfg.Logger,
+		state:   newState(),
+		wake:    make(chan struct{}, 1),
+		quit:    make(chan struct{}),
+		done:    make(chan struct{}),
+		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "locking_center_store_write_errors_total",
+			Help: "Changes that could not be written to DATA_PATH since start-up.",
+		}),
+		compactions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "locking_center_store_compactions_total",
+			Help: "Rewrites of the DATA_PATH log that dropped released keys, since start-up.",
+		}),
+	}
+	if l.minSize == 0 {
+		l.minSize = DefaultCompactMinSize
+	}
+	if l.open == nil {
+		l.open = osOpenFile
+	}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	l.log = l.log.With(slog.String(logPath, l.path))
+	if err := l.start(cfg.Registerer); err != nil {
+		l.release()
+		return nil, nil, err
+	}
+	grants := l.state.grants()
+	go l.run()
+	return l, grants, nil
+}
+
+// start takes the lock, replays the log and registers the counters on reg
+// (nil: nowhere).
+func (l *Log) start(reg prometheus.Registerer) error {
+	var err error
+	if l.lock, err = lockFile(l.path + lockSuffix); err != nil {
+		return err
+	}
+	tmp := l.path + tmpSuffix
+	if err := os.Remove(tmp); err == nil {
+		l.log.Warn("removed a temp file left by an interrupted compaction", slog.String(logTemp, tmp))
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("store: remove stale temp file: %w", err)
+	}
+	if err := l.openLog(); err != nil {
+		return err
+	}
+	began := time.Now()
+	fi, err := l.f.Stat()
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	end, err := scan(l.f, fi.Size(), l.state.replay)
+	if err != nil {
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			ce.Path = l.path
+			return ce
+		}
+		return fmt.Errorf("store: read %s: %w", l.path, err)
+	}
+	if end < fi.Size() {
+		if err := l.f.Truncate(end); err != nil {
+			return fmt.Errorf("store: drop torn tail: %w", err)
+		}
+		if err := l.f.Sync(); err != nil {
+			return fmt.Errorf("store: drop torn tail: fsync %s: %w", l.path, err)
+		}
+		l.log.Warn("dropped a torn tail left by a crash: those changes were never acknowledged",
+			slog.Int64(logOffset, end), slog.Int64(logBytes, fi.Size()-end))
+	}
+	l.size = end
+	l.state.recount()
+	l.log.Info("write-ahead log replayed", slog.Int(logKeys, len(l.state.held)),
+		slog.Int64(logBytes, end), slog.Duration(logTook, time.Since(began)))
+	if reg != nil {
+		if err := reg.Register(l.writeErrors); err != nil {
+			return fmt.Errorf("store: register metrics: %w", err)
+		}
+		if err := reg.Register(l.compactions); err != nil {
+			reg.Unregister(l.writeErrors)
+			return fmt.Errorf("store: register metrics: %w", err)
+		}
+		l.reg = reg
+	}
+	l.maybeCompact()
+	return nil
+}
+
+// openLog opens the log file, creating it when missing; a new file's
+// directory entry is synced before anything is written to it.
+func (l *Log) openLog() error {
+	f, err := l.open(l.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, filePerm)
+	if err == nil {
+		l.f = f
+		if err := l.syncDir(); err != nil {
+			return fmt.Errorf("store: create %s: fsync directory: %w", l.path, err)
+		}
+		return nil
+	}
+	if !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("store: create log: %w", err)
+	}
+	if l.f, err = l.open(l.path, os.O_RDWR, filePerm); err != nil {
+		return fmt.Errorf("store: open log: %w", err)
+	}
+	return nil
+}
+
+// release closes what start opened, after a failed start or at Close.
+func (l *Log) release() error {
+	var err error
+	if l.f != nil {
+		err = l.f.Close()
+	}
+	if l.reg != nil {
+		l.reg.Unregister(l.writeErrors)
+		l.reg.Unregister(l.compactions)
+	}
+	if l.lock != nil {
+		unlockFile(l.lock)
+	}
+	return err
+}
+
+// Append queues c for the next write and returns its Pending. It does no
+// I/O; it only encodes c into the batch being filled. The Pending returns
+// nil once c and every change appended before it are synced, or an error
+// wrapping mutex.ErrJournal (and ErrClosed, ErrTooLarge or the write's
+// error) when c could not be written.
+func (l *Log) Append(c mutex.Change) mutex.Pending {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		l.countWriteErrors(1)
+		return failed{journalError(ErrClosed)}
+	}
+	start := len(l.buf)
+	l.buf = appendRecord(l.buf, c)
+	if len(l.buf)-start-HeaderLen > MaxPayload {
+		l.buf = l.buf[:start]
+		l.countWriteErrors(1)
+		return failed{journalError(fmt.Errorf("%w: key %q", ErrTooLarge, c.Grant.Key))}
+	}
+	l.changes = append(l.changes, c)
+	if l.cur == nil {
+		l.cur = &batch{done: make(chan struct{})}
+	}
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	return l.cur
+}
+
+func (l *Log) countWriteErrors(n int) {
+	l.writeErrors.Add(float64(n))
+	l.stats.writeErrors.Add(uint64(n))
+}
+
+// Stats returns the counters of the Log.
+func (l *Log) Stats() Stats {
+	return Stats{
+		Batches:     l.stats.batches.Load(),
+		Changes:     l.stats.changes.Load(),
+		Syncs:       l.stats.syncs.Load(),
+		WriteErrors: l.stats.writeErrors.Load(),
+		Compactions: l.stats.compactions.Load(),
+	}
+}
+
+// Close writes the changes already appended, stops the writer, closes the
+// file and releases the lock. Changes appended later fail with ErrClosed.
+// It is safe to call more than once; later calls return the first result.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		close(l.quit)
+		<-l.done
+		l.closeErr = l.release()
+	})
+	return l.closeErr
+}
+
+// run is the writer goroutine: it writes one batch at a time until Close.
+func (l *Log) run() {
+	defer close(l.done)
+	for {
+		select {
+		case <-l.wake:
+			l.gather()
+			l.flush()
+		case <-l.quit:
+			l.flush() // Close has refused new changes: this is the last batch
+			return
+		}
+	}
+}
+
+// gather lets the batch being filled grow before it is written, when the
+// last batch showed that changes arrive concurrently. It waits while
+// changes keep coming: it stops when none has come for twice the mean gap
+// between the changes of the last batch, or when it has waited as long as
+// the last write and fsync took (at most maxGather). A lone client
+// (batches of one) never waits; with many clients and a fast disk each
+// fsync carries about twice the changes; with a slow disk, where every
+// client is already waiting in the batch, it stops after one short gap.
+func (l *Log) gather() {
+	l.mu.Lock()
+	empty := l.cur == nil
+	l.mu.Unlock()
+	if empty || l.lastBatch < 2 {
+		return
+	}
+	deadline := time.NewTimer(min(l.lastCommit, maxGather))
+	defer deadline.Stop()
+	gap := 2 * l.lastCommit / time.Duration(l.lastBatch)
+	idle := time.NewTimer(gap)
+	defer idle.Stop()
+	for {
+		select {
+		case <-l.wake:
+			idle.Reset(gap)
+		case <-idle.C:
+			return
+		case <-deadline.C:
+			return
+		case <-l.quit:
+			return
+		}
+	}
+}
+
+// flush takes the batch being filled, writes and syncs it, and completes
+// its Pending.
+func (l *Log) flush() {
+	l.mu.Lock()
+	b, data, changes := l.cur, l.buf, l.changes
+	if b == nil {
+		l.mu.Unlock()
+		return
+	}
+	l.cur, l.buf, l.changes = nil, l.spareBuf, l.spareChanges
+	l.mu.Unlock()
+	l.spareBuf, l.spareChanges = nil, nil
+	began := time.Now()
+	err := l.commit(data, changes)
+	l.lastBatch, l.lastCommit = len(changes), time.Since(began)
+	if err != nil {
+		l.countWriteErrors(len(changes))
+		b.err = journalError(err)
+		l.log.Error("changes not written to the write-ahead log", slog.Int(logChanges, len(changes)),
+			slog.Any(logError, err))
+	}
+	close(b.done)
+	clear(changes) // drop the references to keys and sources
+	if cap(data) <= maxSpare {
+		l.spareBuf, l.spareChanges = data[:0], changes[:0]
+	}
+}
+
+// commit writes and syncs data, the records of changes, after the releases
+// carried from failed batches, and applies them to the state. A failed write
+// leaves the file to be recovered and carries the batch's releases on.
+func (l *Log) commit(data []byte, changes []mutex.Change) error {
+	if len(l.carry) > 0 {
+		var pre []byte
+		for _, c := range l.carry {
+			pre = appendRecord(pre, c)
+		}
+		data = append(pre, data...)
+		changes = append(l.carry, changes...)
+	}
+	err := l.broken
+	if err != nil {
+		err = l.recover()
+	}
+	if err == nil {
+		if err = l.writeSync(data); err != nil {
+			l.broken = err
+			if rerr := l.recover(); rerr != nil {
+				l.log.Error("write-ahead log not recovered; changes fail until it is", slog.Any(logError, rerr))
+			}
+		}
+	}
+	if err != nil {
+		l.carry = releases(changes)
+		return err
+	}
+	l.carry = nil
+	for _, c := range changes {
+		l.state.apply(c)
+	}
+	l.stats.batches.Add(1)
+	l.stats.changes.Add(uint64(len(changes)))
+	l.maybeCompact()
+	return nil
+}
+
+// releases returns a new slice of the releases in changes, in order.
+func releases(changes []mutex.Change) []mutex.Change {
+	var out []mutex.Change
+	for _, c := range changes {
+		if c.Op == mutex.OpRelease {
+			out = append(out, mutex.Change{Op: mutex.OpRelease, Grant: mutex.Grant{Key: c.Grant.Key}})
+		}
+	}
+	return out
+}
+
+// writeSync appends data at the end of the log and fsyncs it.
+func (l *Log) writeSync(data []byte) error {
+	if _, err := l.f.WriteAt(data, l.size); err != nil {
+		return fmt.Errorf("store: write %s: %w", l.path, err)
+	}
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("store: fsync %s: %w", l.path, err)
+	}
+	l.stats.syncs.Add(1)
+	l.size += int64(len(data))
+	return nil
+}
+
+// recover puts the log back into a known state after a failed write: the
+// synced prefix, by truncation, or else a rewrite of the held keys. It
+// clears l.broken on success.
+func (l *Log) recover() error {
+	err := l.f.Truncate(l.size)
+	if err == nil {
+		err = l.f.Sync()
+	}
+	if err == nil && l.dirPending {
+		err = l.syncDir()
+	}
+	if err == nil {
+		l.stats.syncs.Add(1)
+		l.broken, l.dirPending = nil, false
+		l.log.Info("write-ahead log truncated back to its last synced batch", slog.Int64(logBytes, l.size))
+		return nil
+	}
+	l.log.Warn("truncating the write-ahead log failed; rewriting it", slog.Any(logError, err))
+	if err := l.rewrite(); err != nil {
+		return err
+	}
+	l.broken = nil
+	return nil
+}
+
+// maybeCompact rewrites the log when it has reached the minimum size and
+// twice the size of its held keys. A failed compaction leaves the old log
+// in use and is tried again once the log has grown by the minimum size.
+func (l *Log) maybeCompact() {
+	if l.size < l.minSize || l.size < 2*l.state.size || l.size < l.nextCompact {
+		return
+	}
+	before := l.size
+	if err := l.rewrite(); err != nil {
+		if l.dirPending {
+			l.broken = err
+		}
+		l.nextCompact = l.size + l.minSize
+		l.log.Warn("write-ahead log compaction failed", slog.Any(logError, err))
+		return
+	}
+	l.log.Info("write-ahead log compacted", slog.Int64(logFromBytes, before),
+		slog.Int64(logBytes, l.size), slog.Int(logKeys, len(l.state.held)))
+}
+
+// rewrite writes the held keys to Path+".tmp", fsyncs it, renames it over
+// the log and fsyncs the directory; the Log then appends to the new file.
+// Before the rename a failure leaves the old log in use. A failed directory
+// fsync after it sets dirPending and returns the error.
+func (l *Log) rewrite() error {
+	tmp := l.path + tmpSuffix
+	f, err := l.open(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, filePerm)
+	if err != nil {
+		return fmt.Errorf("store: compact: %w", err)
+	}
+	size, err := writeGrants(f, l.state.held)
+	if err == nil {
+		if err = f.Sync(); err == nil {
+			l.stats.syncs.Add(1)
+			err = os.Rename(tmp, l.path)
+		}
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("store: compact %s: %w", l.path, err)
+	}
+	old := l.f
+	l.f, l.size, l.nextCompact = f, size, 0
+	if err := old.Close(); err != nil {
+		l.log.Warn("closing the log replaced by compaction", slog.Any(logError, err))
+	}
+	l.compactions.Inc()
+	l.stats.compactions.Add(1)
+	if err := l.syncDir(); err != nil {
+		l.dirPending = true
+		return fmt.Errorf("store: compact %s: fsync directory: %w", l.path, err)
+	}
+	return nil
+}
+
+// writeGrants writes one grant record per held key to f from offset 0 and
+// returns the bytes written.
+func writeGrants(f File, held map[string]holder) (int64, error) {
+	buf := make([]byte, 0, maxSpare+4<<10)
+	var off int64
+	put := func() error {
+		_, err := f.WriteAt(buf, off)
+		off += int64(len(buf))
+		buf = buf[:0]
+		return err
+	}
+	for k, h := range held {
+		buf = appendRecord(buf, mutex.Change{Op: mutex.OpGrant, Grant: h.grant(k)})
+		if len(buf) >= maxSpare {
+			if err := put(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if err := put(); err != nil {
+		return 0, err
+	}
+	return off, nil
+}
