@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/locking-center/locking-center/internal/serve"
@@ -32,12 +31,7 @@ type Server struct {
 	table   *mutex.Table
 	timeout time.Duration
 	log     *slog.Logger
-	group   serve.Group
-	conns   serve.Conns
-
-	mu        sync.Mutex
-	listeners []net.Listener
-	closed    bool
+	srv     *serve.Server
 }
 
 // NewServer returns a management server for t.
@@ -45,52 +39,29 @@ func NewServer(t *mutex.Table, cfg Config) *Server {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	return &Server{table: t, timeout: cfg.Timeout, log: serve.Discard(cfg.Logger)}
+	s := &Server{table: t, timeout: cfg.Timeout, log: serve.Discard(cfg.Logger)}
+	s.srv = serve.NewServer(s.handle, s.log)
+	return s
 }
 
 // Serve accepts connections on ln until ctx ends or Close is called. It
 // closes ln on return. Errors: ErrClosed after Close.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		ln.Close()
+	err := s.srv.Serve(ctx, ln)
+	if errors.Is(err, serve.ErrClosed) {
 		return ErrClosed
 	}
-	s.listeners = append(s.listeners, ln)
-	s.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
-	defer ln.Close()
-	return serve.Accept(ln, &s.group, s.log, s.handle)
+	return err
 }
 
 // Close stops the listeners, cuts open connections and waits for the
 // server's goroutines. It is safe to call more than once.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	lns := s.listeners
-	s.listeners = nil
-	s.mu.Unlock()
-	for _, ln := range lns {
-		ln.Close()
-	}
-	s.group.Close()
-	s.conns.CloseAll()
-	s.group.Wait()
+	s.srv.Close()
 	return nil
 }
 
 func (s *Server) handle(c net.Conn) {
-	if !s.conns.Add(c) {
-		c.Close()
-		return
-	}
-	defer func() {
-		s.conns.Remove(c)
-		c.Close()
-	}()
 	c.SetDeadline(time.Now().Add(s.timeout))
 	req, err := readRequest(c)
 	if err != nil {

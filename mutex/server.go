@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"sync"
 	"syscall"
 	"time"
 
@@ -71,12 +70,7 @@ type Server struct {
 	table   *Table
 	timeout time.Duration
 	log     *slog.Logger
-	group   serve.Group
-	conns   serve.Conns
-
-	mu        sync.Mutex
-	listeners []net.Listener
-	closed    bool
+	srv     *serve.Server
 }
 
 // NewServer returns a server for t. It serves nothing until Serve.
@@ -87,7 +81,9 @@ func NewServer(t *Table, cfg ServerConfig) (*Server, error) {
 	if cfg.HeaderTimeout == 0 {
 		cfg.HeaderTimeout = DefaultHeaderTimeout
 	}
-	return &Server{table: t, timeout: cfg.HeaderTimeout, log: serve.Discard(cfg.Logger)}, nil
+	s := &Server{table: t, timeout: cfg.HeaderTimeout, log: serve.Discard(cfg.Logger)}
+	s.srv = serve.NewServer(s.handle, s.log)
+	return s, nil
 }
 
 // Table returns the server's lock table.
@@ -96,48 +92,24 @@ func (s *Server) Table() *Table { return s.table }
 // Serve accepts connections on ln until ctx ends or Close is called, then
 // returns nil. It closes ln on return. Errors: ErrClosed after Close.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		ln.Close()
+	err := s.srv.Serve(ctx, ln)
+	if errors.Is(err, serve.ErrClosed) {
 		return ErrClosed
 	}
-	s.listeners = append(s.listeners, ln)
-	s.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
-	defer ln.Close()
-	return serve.Accept(ln, &s.group, s.log, s.handle)
+	return err
 }
 
 // Close stops every listener, cuts every open connection (parked requests
 // are withdrawn) and waits for the server's goroutines to end. It is safe
 // to call more than once.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	lns := s.listeners
-	s.listeners = nil
-	s.mu.Unlock()
-	for _, ln := range lns {
-		ln.Close()
-	}
-	s.group.Close()
-	s.conns.CloseAll()
-	s.group.Wait()
+	s.srv.Close()
 	return nil
 }
 
-// handle serves one connection: one request, one answer.
+// handle serves one connection: one request, one answer. The caller
+// closes c.
 func (s *Server) handle(c net.Conn) {
-	if !s.conns.Add(c) {
-		c.Close()
-		return
-	}
-	defer func() {
-		s.conns.Remove(c)
-		c.Close()
-	}()
 	c.SetReadDeadline(time.Now().Add(s.timeout))
 	req, err := readRequest(c)
 	if err != nil {

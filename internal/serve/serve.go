@@ -4,6 +4,7 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -164,6 +165,74 @@ func Accept(ln net.Listener, g *Group, log *slog.Logger, handle func(net.Conn)) 
 			}
 		}
 	}
+}
+
+// ErrClosed is returned by Server.Serve after Close.
+var ErrClosed = errors.New("serve: closed")
+
+// Server is the life cycle every port of lcd shares: it serves any number
+// of listeners with one handler, tracks each open connection, and on Close
+// stops the listeners, cuts the connections and waits for its goroutines.
+type Server struct {
+	handle func(net.Conn)
+	log    *slog.Logger
+	group  Group
+	conns  Conns
+
+	mu        sync.Mutex
+	listeners []net.Listener
+	closed    bool
+}
+
+// NewServer returns a server that runs handle for each connection; handle
+// need not close it. A nil log discards.
+func NewServer(handle func(net.Conn), log *slog.Logger) *Server {
+	return &Server{handle: handle, log: Discard(log)}
+}
+
+// Serve accepts connections on ln until ctx ends or Close is called, then
+// returns nil. It closes ln on return. Errors: ErrClosed after Close.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrClosed
+	}
+	s.listeners = append(s.listeners, ln)
+	s.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	defer ln.Close()
+	return Accept(ln, &s.group, s.log, s.serveConn)
+}
+
+func (s *Server) serveConn(c net.Conn) {
+	if !s.conns.Add(c) {
+		c.Close()
+		return
+	}
+	defer func() {
+		s.conns.Remove(c)
+		c.Close()
+	}()
+	s.handle(c)
+}
+
+// Close stops every listener, cuts every open connection and waits for the
+// server's goroutines to end. It is safe to call more than once.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	lns := s.listeners
+	s.listeners = nil
+	s.mu.Unlock()
+	for _, ln := range lns {
+		ln.Close()
+	}
+	s.group.Close()
+	s.conns.CloseAll()
+	s.group.Wait()
 }
 
 // Discard returns l, or a logger that drops everything when l is nil.
