@@ -6,24 +6,45 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test test-go bench fuzz clean
+.PHONY: all build run test test-go test-clients test-deploy bench soak fuzz clean
 
 all: build
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lcd ./cmd/lcd
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lc-cli ./cmd/lc-cli
 
+# Starts lcd on :22119 (mutex), :22120 (management) and :22121 (metrics).
 run: build
 	./$(BIN)/lcd
 
-test: test-go
+# The whole suite: Go packages with the race detector, the nine clients
+# against a live lcd, and the deployment files. Missing toolchains are
+# installed on the way (apt-get, npm).
+test: test-go test-clients test-deploy
 
 test-go:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
+test-clients:
+	bash clients/conformance/run.sh
+
+test-deploy:
+	sh deploy/test.sh
+
 bench:
 	$(GO) run ./internal/bench
 
+# A long crash-and-restart soak of the write-ahead log.
+soak:
+	LC_SOAK_ROUNDS=$${LC_SOAK_ROUNDS:-200} $(GO) test -race -count=1 -timeout 2h -run TestCrashRecovery -v ./cmd/lcd
+
+# A short run of every fuzz target; new inputs land in the Go cache.
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 30s ./mutex
+	$(GO) test -run '^$$' -fuzz FuzzDecodeHolders -fuzztime 30s ./manager
+	$(GO) test -run '^$$' -fuzz FuzzLabelValue -fuzztime 30s ./metrics
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

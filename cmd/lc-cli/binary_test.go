@@ -1,0 +1,72 @@
+//go:build linux
+
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// These tests run the built lc-cli as a process against a live server;
+// the signal tests run it so too, next to the in-process runs.
+
+func TestBinaryExitCodes(t *testing.T) {
+	s := startServer(t, nil)
+	env := append(s.environ(), "LC_SOURCE=bin-test")
+	for _, c := range []struct {
+		args []string
+		want exitCode
+		line string // what the one line on stderr must name; empty: silent
+	}{
+		{[]string{"trylock", "held"}, 0, ""},
+		{[]string{"trylock", "held"}, 1, ""},
+		{[]string{"trylock", ""}, 2, "key is empty"},
+		{[]string{"lock", strings.Repeat("x", 128), "--", "true"}, 2, "too long"},
+		{[]string{"lock", "job", "--", "sh", "-c", "exit 5"}, 5, ""},
+		{[]string{"lock", "job", "--", "sh", "-c", "kill -TERM $$"}, 143, ""},
+		{[]string{"lock", "job", "--", "no-such-command-lc-cli-test"}, 127, "cannot run"},
+		{[]string{"unlock", "held"}, 0, ""},
+		{[]string{"--address", "127.0.0.1:1", "trylock", "k"}, 2, "127.0.0.1:1"},
+		{[]string{"--manager-address", "127.0.0.1:1", "keys"}, 2, "127.0.0.1:1"},
+	} {
+		r := runBinary(t, env, c.args...)
+		if r.code != c.want {
+			t.Errorf("lc-cli %q = %d, want %d (stderr %q)", c.args, r.code, c.want, r.stderr)
+		}
+		if c.line == "" && r.stderr != "" {
+			t.Errorf("lc-cli %q wrote %q to stderr", c.args, r.stderr)
+		}
+		if c.line != "" {
+			oneLine(t, r.stderr, c.line)
+		}
+		if _, held := s.holders(t)["job"]; held {
+			t.Errorf("lc-cli %q left the key held", c.args)
+		}
+	}
+	unreachable := closedAddr(t)
+	r := runBinary(t, []string{"LC_ADDRESS=" + unreachable}, "lock", "k", "--", "true")
+	if r.code != exitFailure {
+		t.Errorf("lock against %s = %d, want 2", unreachable, r.code)
+	}
+	oneLine(t, r.stderr, unreachable, "refused")
+}
+
+func TestBinaryVersionIsStamped(t *testing.T) {
+	r := runBinary(t, nil, "version")
+	if want := "lc-cli " + testVersion + " (commit " + testCommit + ")\n"; r.code != exitOK || r.stdout != want {
+		t.Errorf("version = %d %q, want %q", r.code, r.stdout, want)
+	}
+}
+
+func TestBinaryKeysDetail(t *testing.T) {
+	s := layoutTable(t)
+	r := runBinary(t, append(s.environ(), "TZ=UTC"), "keys", "-d")
+	want := "" +
+		"KEY           SOURCE           REMOTE                 ACQUIRED                 HELD  WAITERS\n" +
+		"a             lc-cli@build-07  192.168.100.201:40022  2026-08-27 10:00:21      3.2s        2\n" +
+		"\"bin\\x00key\"  -                -                      2026-08-26 07:56:11  1d02h04m        0\n" +
+		"deploy/prod   ci-job-4411      10.0.0.4:51314         2026-08-27 09:59:11     1m13s        0\n"
+	if r.code != exitOK || r.stdout != want {
+		t.Errorf("keys -d = %d, stderr %q, printed\n%s\nwant\n%s", r.code, r.stderr, r.stdout, want)
+	}
+}

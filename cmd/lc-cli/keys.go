@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/locking-center/locking-center/manager"
+	"github.com/spf13/cobra"
+)
+
+// acquiredLayout is how keys -d prints the time of a grant: local date and
+// 24-hour time to the second.
+const acquiredLayout = "2006-01-02 15:04:05"
+
+type keysOptions struct {
+	Stdout   io.Writer
+	Signals  <-chan os.Signal
+	Manager  *manager.Client
+	Detail   bool           // -d: one row per holder instead of the bare keys
+	Location *time.Location // zone of the ACQUIRED column
+}
+
+func newKeysCommand(f *factory) *cobra.Command {
+	opts := &keysOptions{}
+	cmd := &cobra.Command{
+		Use:   "keys [-d]",
+		Short: "List the held keys",
+		Long: `keys prints the held keys, one a line, sorted by their bytes. A key that
+would not print cleanly on one line is shown quoted with escapes.
+
+With -d it prints a table instead, one row per held key:
+
+  KEY      the key
+  SOURCE   the owner name its holder sent (or the holder's IP address)
+  REMOTE   the address of the connection that won the key
+  ACQUIRED when the key was granted, in local time (24-hour clock)
+  HELD     how long it has been held, by the server's clock
+  WAITERS  how many lock requests are queued behind the holder`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Stdout = cmd.OutOrStdout()
+			opts.Signals = f.sys.Signals
+			opts.Manager = f.managerClient()
+			opts.Location = f.sys.Location
+			return runKeys(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVarP(&opts.Detail, "detail", "d", false, "show source, remote address, acquired time, held duration and waiters")
+	return cmd
+}
+
+func runKeys(ctx context.Context, opts *keysOptions) error {
+	m := opts.Manager
+	var holders []manager.Holder
+	var keys []string
+	err := interruptibly(ctx, opts.Signals, "list keys at "+m.Addr, func(ctx context.Context) (err error) {
+		if opts.Detail {
+			holders, err = m.Holders(ctx)
+		} else {
+			keys, err = m.Keys(ctx)
+		}
+		return err
+	}, nil)
+	if err != nil {
+		return asFailure(err)
+	}
+	if opts.Detail {
+		return writeHolders(opts.Stdout, holders, opts.Location)
+	}
+	for _, k := range keys {
+		fmt.Fprintln(opts.Stdout, displayKey(k))
+	}
+	return nil
+}
+
+// writeHolders prints holders as the keys -d table: a header row, then one
+// row per holder, columns two spaces apart, text left-aligned and numbers
+// right-aligned.
+func writeHolders(w io.Writer, holders []manager.Holder, loc *time.Location) error {
+	if loc == nil {
+		loc = time.Local
+	}
+	t := table{
+		header: []string{"KEY", "SOURCE", "REMOTE", "ACQUIRED", "HELD", "WAITERS"},
+		right:  []bool{false, false, false, false, true, true},
+	}
+	for _, h := range holders {
+		t.rows = append(t.rows, []string{
+			displayKey(h.Key),
+			orDash(displayKey(h.Source), h.Source),
+			orDash(h.RemoteAddr, h.RemoteAddr),
+			h.Acquired.In(loc).Format(acquiredLayout),
+			formatHeld(h.Held),
+			strconv.Itoa(h.Waiters),
+		})
+	}
+	_, err := io.WriteString(w, t.String())
+	return err
+}
+
+// orDash returns shown, or "-" when the value it stands for is empty.
+func orDash(shown, value string) string {
+	if value == "" {
+		return "-"
+	}
+	return shown
+}
+
+// formatHeld prints a held duration compactly and without rounding up:
+// 4.5s, 59.9s, 1m13s, 3h04m05s, 2d03h04m.
+func formatHeld(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d.%ds", d/time.Second, d%time.Second/(100*time.Millisecond))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", d/time.Minute, d%time.Minute/time.Second)
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%02dm%02ds", d/time.Hour, d%time.Hour/time.Minute, d%time.Minute/time.Second)
+	default:
+		day := 24 * time.Hour
+		return fmt.Sprintf("%dd%02dh%02dm", d/day, d%day/time.Hour, d%time.Hour/time.Minute)
+	}
+}
+
+// table is rows of cells printed in aligned columns.
+type table struct {
+	header []string
+	right  []bool // per column: align right
+	rows   [][]string
+}
+
+func (t table) String() string {
+	width := make([]int, len(t.header))
+	for _, row := range append([][]string{t.header}, t.rows...) {
+		for i, cell := range row {
+			width[i] = max(width[i], utf8.RuneCountInString(cell))
+		}
+	}
+	var b strings.Builder
+	for _, row := range append([][]string{t.header}, t.rows...) {
+		var line strings.Builder
+		for i, cell := range row {
+			if i > 0 {
+				line.WriteString("  ")
+			}
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(cell))
+			if t.right[i] {
+				line.WriteString(pad + cell)
+			} else {
+				line.WriteString(cell + pad)
+			}
+		}
+		b.WriteString(strings.TrimRight(line.String(), " "))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

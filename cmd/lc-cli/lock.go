@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+type lockOptions struct {
+	Stdin   io.Reader
+	Stdout  io.Writer
+	Stderr  io.Writer
+	Environ []string // the command's environment
+	keyRequest
+	Command []string // after --: run while holding Key, then release it; empty keeps Key held
+}
+
+func newLockCommand(f *factory) *cobra.Command {
+	opts := &lockOptions{}
+	return &cobra.Command{
+		Use:   "lock <key> [-- <command> [args...]]",
+		Short: "Take a key, waiting for it; with a command, run it holding the key",
+		Long: `lock queues for the key through the mutex port (--address) until it is
+granted, however long that takes. SIGINT, SIGTERM, SIGHUP or SIGQUIT while
+waiting stop the wait with exit 128+N; no request is left queued, and a
+key granted at that very instant is released again.
+
+Without a command the key stays held after lc-cli exits, until unlock or
+reset.
+
+With a command after --, lock runs it once the key is granted, with the
+terminal (stdin, stdout, stderr) attached, and releases the key when the
+command ends, whatever the outcome. lc-cli then exits with the command's
+exit code, 128+N if it died of signal N, or 127 if it could not be
+started. The command runs in a process group of its own, which gets the
+terminal's foreground while the command runs; SIGINT, SIGTERM, SIGHUP and
+SIGQUIT sent to lc-cli go to that whole group. If the command ends by a
+signal, or after one was passed on, whatever is left of its group is
+killed before the key is released. If the release fails, lc-cli exits 2.
+
+A key that starts with '-' follows a first --: lock -- -key -- command.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			key, command, err := splitLockArgs(args, cmd.ArgsLenAtDash())
+			if err != nil {
+				return err
+			}
+			opts.Key, opts.Command = key, command
+			return checkKey(key)
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Stdin = f.sys.Stdin
+			opts.Stdout = f.sys.Stdout
+			opts.Stderr = f.sys.Stderr
+			opts.Environ = f.sys.Environ
+			opts.keyRequest = f.keyRequest(opts.Key)
+			return runLock(cmd.Context(), opts)
+		},
+	}
+}
+
+// splitLockArgs separates the key from the command. dash is the number of
+// arguments before the first --, or -1 when there is none.
+func splitLockArgs(args []string, dash int) (key string, command []string, err error) {
+	usage := func() (string, []string, error) {
+		return "", nil, usagef("lock takes one key, then optionally -- and a command (see lc-cli lock --help)")
+	}
+	switch {
+	case dash == -1 && len(args) == 1:
+		return args[0], nil, nil
+	case dash == 1:
+		command = args[1:]
+	case dash == 0 && len(args) == 1:
+		return args[0], nil, nil
+	case dash == 0 && len(args) > 1 && args[1] == "--":
+		command = args[2:] // lock -- -key -- command
+	default:
+		return usage()
+	}
+	if len(command) == 0 {
+		return "", nil, usagef("lock: no command after -- (see lc-cli lock --help)")
+	}
+	return args[0], command, nil
+}
+
+func runLock(ctx context.Context, opts *lockOptions) error {
+	err := opts.do(ctx, "lock", opts.Client.Lock, opts.release)
+	if err != nil || len(opts.Command) == 0 {
+		return asFailure(err)
+	}
+
+	code, runErr := runCommand(opts)
+	if relErr := opts.release(); relErr != nil {
+		if runErr != nil {
+			relErr = fmt.Errorf("%v; then %w", runErr, relErr)
+		} else {
+			relErr = fmt.Errorf("%w (the command exited %d; the key may still be held)", relErr, code)
+		}
+		return failure(relErr)
+	}
+	if code == exitOK && runErr == nil {
+		return nil
+	}
+	return &exitError{code: code, err: runErr}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	lockingcenter "github.com/locking-center/locking-center/clients/go"
+)
+
+// releaseTimeout bounds the unlock lc-cli sends after a command ends or
+// after a grant that raced a signal.
+const releaseTimeout = 15 * time.Second
+
+// keyRequest is what the commands that send one key to the mutex port
+// share: lock, trylock, unlock and wait.
+type keyRequest struct {
+	Signals <-chan os.Signal
+	Client  *lockingcenter.Client
+	Key     string
+}
+
+// keyRequest returns the request for key, with the factory's client and
+// signals.
+func (f *factory) keyRequest(key string) keyRequest {
+	return keyRequest{Signals: f.sys.Signals, Client: f.mutexClient(), Key: key}
+}
+
+// do sends the request through call, one of the client's methods, named
+// op in messages; a signal interrupts it, and undo reverts a success that
+// raced the signal (see interruptibly).
+func (r keyRequest) do(ctx context.Context, op string, call func(context.Context, string) error, undo func() error) error {
+	return interruptibly(ctx, r.Signals, describe(op, r.Key, r.Client.Addr()), func(ctx context.Context) error {
+		return call(ctx, r.Key)
+	}, undo)
+}
+
+// release unlocks the key, bounded by releaseTimeout.
+func (r keyRequest) release() error {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	return r.Client.Unlock(ctx, r.Key)
+}
+
+// describe names a request as the clients do in their errors.
+func describe(op, key, addr string) string {
+	return fmt.Sprintf("%s %q at %s", op, key, addr)
+}
+
+// asFailure returns err unchanged when it already carries an exit code,
+// and as an exit with code 2 otherwise.
+func asFailure(err error) error {
+	var ee *exitError
+	if err == nil || errors.As(err, &ee) {
+		return err
+	}
+	return failure(err)
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/locking-center/locking-center/manager"
+	"github.com/spf13/cobra"
+)
+
+// completionTimeout bounds the manager query behind shell completion.
+const completionTimeout = 2 * time.Second
+
+type resetOptions struct {
+	Signals  <-chan os.Signal
+	Manager  *manager.Client
+	Arg      string // the key, or with BySource the source
+	BySource bool   // -s: release everything Arg holds and withdraw its waiters
+}
+
+func newResetCommand(f *factory) *cobra.Command {
+	opts := &resetOptions{}
+	cmd := &cobra.Command{
+		Use:   "reset <key> | reset -s <source>",
+		Short: "Take a key from its holder, or clear everything one source holds",
+		Long: `reset <key> takes the key from its holder, whoever that is; the first
+queued request, if any, gets it next.
+
+reset -s <source> releases every key the source holds and withdraws every
+request it has queued (those requests fail). Sources are what keys -d
+shows in its SOURCE column; lc-cli sends lc-cli@<hostname> unless told
+otherwise with --source.
+
+Both go through the management port (--manager-address) and print
+nothing on success.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("reset takes one key, or -s and one source, got %d arguments (see lc-cli reset --help)", len(args))
+			}
+			if opts.BySource {
+				return checkSource(args[0])
+			}
+			return checkKey(args[0])
+		},
+		ValidArgsFunction: f.completeHeld(func() bool { return opts.BySource }),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Signals = f.sys.Signals
+			opts.Manager = f.managerClient()
+			opts.Arg = args[0]
+			return runReset(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVarP(&opts.BySource, "by-source", "s", false, "the argument is a source: clear everything it holds and has queued")
+	return cmd
+}
+
+func runReset(ctx context.Context, opts *resetOptions) error {
+	m := opts.Manager
+	what, reset := describe("reset", opts.Arg, m.Addr), m.ResetKey
+	if opts.BySource {
+		what, reset = describe("reset source", opts.Arg, m.Addr), m.ResetSource
+	}
+	return asFailure(interruptibly(ctx, opts.Signals, what, func(ctx context.Context) error {
+		return reset(ctx, opts.Arg)
+	}, nil))
+}
+
+// checkSource rejects a source that no holder can have.
+func checkSource(source string) error {
+	if source == "" {
+		return usagef("source is empty: name a source as keys -d shows it")
+	}
+	return checkSourceLen(source)
+}
+
+// completeHeld returns the completion of a command's one argument: the
+// held keys, or their sources when sources() says so. The global flags and
+// variables pick the server; one that cannot be reached completes nothing.
+func (f *factory) completeHeld(sources func() bool) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		none := cobra.ShellCompDirectiveNoFileComp
+		if len(args) > 0 || f.resolve(cmd.Flags()) != nil {
+			return nil, none
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
+		defer cancel()
+		m := f.managerClient()
+		if !sources() {
+			keys, _ := m.Keys(ctx)
+			return keys, none
+		}
+		holders, _ := m.Holders(ctx)
+		seen := make(map[string]bool)
+		var out []string
+		for _, h := range holders {
+			if !seen[h.Source] {
+				seen[h.Source] = true
+				out = append(out, h.Source)
+			}
+		}
+		return out, none
+	}
+}

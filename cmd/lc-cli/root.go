@@ -1,0 +1,191 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	lockingcenter "github.com/locking-center/locking-center/clients/go"
+	"github.com/locking-center/locking-center/manager"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// Defaults of the global flags.
+const (
+	defaultAddress        = "localhost:22119"
+	defaultManagerAddress = "localhost:22120"
+	defaultConnectTimeout = 5 * time.Second
+)
+
+// globalOptions are the flags every command shares, resolved from the
+// command line, then the environment, then the defaults.
+type globalOptions struct {
+	Address        string        // mutex port, host:port
+	ManagerAddress string        // management port, host:port
+	Source         string        // owner name sent with lock and trylock, 0..127 bytes
+	ConnectTimeout time.Duration // bound on each TCP connect, positive
+}
+
+// factory hands the commands what they share: the process's streams and
+// signals, and clients built from the resolved global flags.
+type factory struct {
+	sys    system
+	global globalOptions
+}
+
+// mutexClient returns a client of the mutex port.
+func (f *factory) mutexClient() *lockingcenter.Client {
+	return lockingcenter.New(f.global.Address,
+		lockingcenter.WithSource(f.global.Source),
+		lockingcenter.WithConnectTimeout(f.global.ConnectTimeout))
+}
+
+// managerClient returns a client of the management port.
+func (f *factory) managerClient() *manager.Client {
+	return &manager.Client{Addr: f.global.ManagerAddress, ConnectTimeout: f.global.ConnectTimeout}
+}
+
+// envSetting ties a global flag to its environment variable.
+type envSetting struct {
+	flag, env string
+}
+
+var envSettings = []envSetting{
+	{"address", "LC_ADDRESS"},
+	{"manager-address", "LC_MANAGER_ADDRESS"},
+	{"source", "LC_SOURCE"},
+	{"connect-timeout", "LC_CONNECT_TIMEOUT"},
+}
+
+func newRootCommand(sys system) *cobra.Command {
+	f := &factory{sys: sys}
+	root := &cobra.Command{
+		Use:   "lc-cli",
+		Short: "Inspect a Locking-Center lock table and take locks from a shell",
+		Long: `lc-cli talks to a Locking-Center server. keys and reset use the management
+port; lock, trylock, unlock and wait use the mutex port like any client.
+
+Each global flag can also be set by its environment variable, shown in
+brackets; a flag on the command line wins.
+
+Exit codes: 0 success, 1 trylock found the key held by another, 2 any
+failure (one line on stderr), 127 the command of lock -- could not be
+started. lock -- otherwise exits with its command's code, and 128+N when
+the command, or lc-cli while waiting, ended by signal N.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return f.resolve(cmd.Flags())
+		},
+	}
+	root.SetIn(sys.Stdin)
+	root.SetOut(sys.Stdout)
+	root.SetErr(sys.Stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return usagef("%v (see lc-cli --help)", err)
+	})
+
+	fs := root.PersistentFlags()
+	fs.StringVar(&f.global.Address, "address", defaultAddress, "mutex port of the server, host:port [$LC_ADDRESS]")
+	fs.StringVar(&f.global.ManagerAddress, "manager-address", defaultManagerAddress, "management port of the server, host:port [$LC_MANAGER_ADDRESS]")
+	fs.StringVar(&f.global.Source, "source", defaultSource(sys.Hostname), "owner name sent with lock and trylock, at most 127 bytes; reset -s matches it [$LC_SOURCE]")
+	fs.DurationVar(&f.global.ConnectTimeout, "connect-timeout", defaultConnectTimeout, "bound on each TCP connect; a server that does not accept in time is a failure [$LC_CONNECT_TIMEOUT]")
+
+	root.AddCommand(
+		newKeysCommand(f),
+		newResetCommand(f),
+		newLockCommand(f),
+		newTryLockCommand(f),
+		newUnlockCommand(f),
+		newWaitCommand(f),
+		newVersionCommand(),
+	)
+	return root
+}
+
+// defaultSource is lc-cli@<hostname>, or lc-cli when the host has no name.
+func defaultSource(hostname string) string {
+	if hostname == "" {
+		return "lc-cli"
+	}
+	s := "lc-cli@" + hostname
+	if len(s) > lockingcenter.MaxSourceLen {
+		s = s[:lockingcenter.MaxSourceLen]
+	}
+	return s
+}
+
+// resolve fills every global flag not given on the command line from its
+// environment variable, then checks the result.
+func (f *factory) resolve(fs *pflag.FlagSet) error {
+	env := make(map[string]string, len(f.sys.Environ))
+	for _, kv := range f.sys.Environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	for _, s := range envSettings {
+		v, ok := env[s.env]
+		if !ok || fs.Changed(s.flag) || fs.Lookup(s.flag) == nil {
+			continue
+		}
+		if err := fs.Set(s.flag, v); err != nil {
+			return usagef("$%s=%q: %v", s.env, v, err)
+		}
+	}
+	if err := checkSourceLen(f.global.Source); err != nil {
+		return err
+	}
+	if f.global.ConnectTimeout <= 0 {
+		return usagef("connect timeout %v: want a positive duration such as 5s", f.global.ConnectTimeout)
+	}
+	return nil
+}
+
+// checkKey rejects a key the server would refuse, before any connection.
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return usagef("key is empty: keys are 1 to %d bytes", lockingcenter.MaxKeyLen)
+	case len(key) > lockingcenter.MaxKeyLen:
+		return usagef("key of %d bytes is too long: keys are 1 to %d bytes", len(key), lockingcenter.MaxKeyLen)
+	}
+	return nil
+}
+
+// checkSourceLen rejects a source longer than the server accepts.
+func checkSourceLen(source string) error {
+	if len(source) > lockingcenter.MaxSourceLen {
+		return usagef("source of %d bytes is too long: sources are at most %d bytes", len(source), lockingcenter.MaxSourceLen)
+	}
+	return nil
+}
+
+// oneKey is the Args check of the commands that take exactly one key.
+func oneKey(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return usagef("%s takes one key, got %d arguments (see lc-cli %s --help)", cmd.Name(), len(args), cmd.Name())
+	}
+	return checkKey(args[0])
+}
+
+// failure wraps err, from a client, as an exit with code 2.
+func failure(err error) error {
+	return &exitError{code: exitFailure, err: err}
+}
+
+// displayKey returns s as it is when it prints cleanly on one line, and
+// quoted with escapes otherwise (control bytes, invalid UTF-8).
+func displayKey(s string) string {
+	if s == "" || !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if !strconv.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
