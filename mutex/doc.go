@@ -37,4 +37,13 @@
 //
 // Parked requests are also kept in a registry by request id. The registry is
 // how reset by source and a departed peer reach a request that is parked.
+//
+// The queue is an explicit list rather than goroutines blocked in a send on
+// one channel per key, for three reasons. A goroutine takes its place in a
+// channel's queue when it reaches the send, not when its request is
+// complete, so two requests could overtake each other in between; the list
+// is appended under the table's lock, in the order requests arrive. The
+// table must know which waiter received the key, to record its grant and to
+// undo it when the '+' cannot be delivered; a channel hand-off does not
+// tell it. And a withdrawal unlinks one waiter in constant time.
 package mutex
