@@ -127,7 +127,7 @@ func (s *Server) handle(c net.Conn) {
 			c.Write(answerBytes(answerFor(err)))
 			return
 		}
-		s.deliver(c, g, p, false)
+		s.deliver(c, g, p)
 	case ActionUnlock, ActionResetKey:
 		p := s.table.Release(req.Key)
 		s.answerRelease(c, p)
@@ -163,7 +163,7 @@ func (s *Server) claim(c net.Conn, req Request) Claim {
 func (s *Server) lock(c net.Conn, cl Claim) {
 	tk := s.table.Enqueue(cl, func() { c.SetReadDeadline(aLongTimeAgo) })
 	if tk.Done() == nil {
-		s.deliver(c, tk.grant, tk.pending, false)
+		s.deliver(c, tk.grant, tk.pending)
 		return
 	}
 	// No timeout while parked. Clearing the header deadline could undo a
@@ -189,42 +189,35 @@ func (s *Server) lock(c net.Conn, cl Claim) {
 			c.Write(answerFailedBytes) // withdrawn by a reset of its source
 			return
 		}
-		s.deliver(c, g, p, true)
+		s.deliver(c, g, p)
 		return
 	}
 }
 
 // deliver answers a grant with '+' once it is durable. A grant that cannot
-// be made durable is answered '-' and undone. So is one whose peer is found
-// gone before the '+', or whose '+' cannot be written.
+// be made durable is answered '-' and undone; so is one whose '+' cannot be
+// written.
 //
-// With confirm, used for a grant to a request that was parked, it then
-// waits for the peer to close, to learn whether the '+' reached the
-// client's program: a peer that left in the same instant as the grant
-// never read it, and the key passes on. A request granted at once was sent
-// moments ago; for it the check before the '+' is enough, and the server
-// closes first, as cheaply as the protocol allows.
-func (s *Server) deliver(c net.Conn, g Grant, p Pending, confirm bool) {
+// It then waits for the peer to close, to learn whether the '+' reached the
+// client's program. A client that gave up in the same instant (its
+// deadline fired, its context was cancelled) closes with the '+' unread or
+// before it arrived; the grant is undone and the key passes on, instead of
+// staying with a client that believes it failed.
+func (s *Server) deliver(c net.Conn, g Grant, p Pending) {
 	if err := waitPending(p); err != nil {
 		s.table.ReleaseGrant(g)
 		c.Write(answerFailedBytes)
 		s.log.Warn("grant not durable, released", slog.Any(logError, err))
 		return
 	}
-	if peerGone(c) {
-		s.table.ReleaseGrant(g)
-		s.log.Debug("grant to departed peer passed on", slog.String(logRemote, g.RemoteAddr))
-		return
-	}
 	if _, err := c.Write(answerOKBytes); err != nil {
 		s.table.ReleaseGrant(g)
 		return
 	}
-	if !confirm {
-		return
-	}
-	// A client reads its '+' and closes: end of stream. One that closed
-	// before the '+' arrived, or with the '+' unread, never got it.
+	// A client reads its '+' and closes: end of stream, with the '+'
+	// acknowledged. One that had closed before the '+' arrived, or closes
+	// with it unread, never got it: a reset, or an end of stream that does
+	// not cover the '+'.
 	c.SetReadDeadline(time.Now().Add(s.timeout))
 	var b [1]byte
 	_, err := c.Read(b[:])

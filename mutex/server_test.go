@@ -371,3 +371,33 @@ func TestCloseCutsParkedConnections(t *testing.T) {
 		t.Fatal("listener still accepting after Close")
 	}
 }
+
+// A client that gives up on a lock as it is granted at once (its deadline
+// fired, it was cancelled) never read the '+': the key must not stay with
+// it.
+func TestAbandonedImmediateGrantIsUndone(t *testing.T) {
+	s := startServer(t, ServerConfig{})
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 300 {
+		key := "abandoned" + strconv.Itoa(i)
+		c := s.send(t, AppendRequest(nil, lockReq(key, "quitter")))
+		if i%2 == 0 {
+			c.SetLinger(0)
+		}
+		// Give up at a random instant around the grant, as a client
+		// deadline would.
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+		c.Close()
+		eventually(t, "abandoned key released", func() bool {
+			_, held := s.table.Holder(key)
+			return !held
+		})
+	}
+	// A client that reads its '+' and closes keeps the key.
+	if s.do(t, lockReq("kept", "reader")) != AnswerOK {
+		t.Fatal("lock failed")
+	}
+	if s.holderSource("kept") != "reader" {
+		t.Fatal("a delivered grant was undone")
+	}
+}
