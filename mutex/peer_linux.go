@@ -6,29 +6,47 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// grantRefused reports, once the peer has ended its stream after our '+',
-// whether the '+' never reached the peer's program. A client that reads its
-// '+' and closes acknowledges the byte with its FIN. One that closed before
-// the '+' arrived sends a FIN that does not cover it, and answers the late
-// byte with a reset; one that closed with the byte unread resets at once.
-// So: a reset, a closed socket, or a byte still unacknowledged.
-func grantRefused(c net.Conn) bool {
+// TCP states from include/net/tcp_states.h.
+const (
+	tcpEstablished = 1
+	tcpCloseWait   = 8
+)
+
+// received waits for the peer to close after its '+' and reports whether
+// the '+' reached the client's program; the caller has set a read
+// deadline. A client that reads its '+' and closes sends a FIN that
+// acknowledges the byte. One that had closed before the '+' arrived sent a
+// FIN that does not cover it (and answers the late byte with a reset); one
+// that closes with the byte unread resets the connection. So: a FIN with
+// the '+' acknowledged means received; a reset, or a FIN with the '+'
+// unacknowledged, means not.
+//
+// It reads the socket's TCP state after each readiness event rather than
+// reading bytes: no system call but one getsockopt per event. A peer that
+// keeps the connection open past the deadline, or sends bytes instead of
+// closing, is taken to have received the '+'.
+func received(c net.Conn) bool {
 	rc, ok := rawConn(c)
 	if !ok {
-		return false
+		return true
 	}
-	refused := false
-	rc.Control(func(fd uintptr) {
-		if soErr, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR); err == nil && soErr != 0 {
-			refused = true
-			return
-		}
+	got := true
+	err := rc.Read(func(fd uintptr) bool {
 		info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-		if err != nil {
-			return
+		switch {
+		case err != nil:
+			return true // cannot tell: keep the grant
+		case info.State == tcpEstablished:
+			return false // wait for the peer's next move
+		case info.State == tcpCloseWait:
+			got = info.Unacked == 0
+		default:
+			got = false // reset
 		}
-		const tcpClose = 7 // TCP_CLOSE in include/net/tcp_states.h
-		refused = info.State == tcpClose || info.Unacked > 0
+		return true
 	})
-	return refused
+	if err != nil {
+		return true // deadline: the client holds the connection open
+	}
+	return got
 }

@@ -4,5 +4,5 @@ package mutex
 
 import "net"
 
-// grantRefused cannot inspect the socket on this platform.
-func grantRefused(net.Conn) bool { return false }
+// resetPending cannot read the socket error on this platform.
+func resetPending(net.Conn) bool { return false }

@@ -3,11 +3,9 @@ package mutex
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/locking-center/locking-center/internal/serve"
@@ -214,14 +212,8 @@ func (s *Server) deliver(c net.Conn, g Grant, p Pending) {
 		s.table.ReleaseGrant(g)
 		return
 	}
-	// A client reads its '+' and closes: end of stream, with the '+'
-	// acknowledged. One that had closed before the '+' arrived, or closes
-	// with it unread, never got it: a reset, or an end of stream that does
-	// not cover the '+'.
 	c.SetReadDeadline(time.Now().Add(s.timeout))
-	var b [1]byte
-	_, err := c.Read(b[:])
-	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) && grantRefused(c) {
+	if !received(c) {
 		s.table.ReleaseGrant(g)
 		s.log.Debug("grant not received, passed on", slog.String(logRemote, g.RemoteAddr))
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -101,48 +102,61 @@ func (s *Conns) CloseAll() {
 	}
 }
 
-// workerIdle is how often a worker checks whether it has served a
-// connection lately; one that served none in a whole period ends.
+// workerIdle is how often idle workers are told to end.
 const workerIdle = time.Second
 
 // Accept accepts connections on ln until ln is closed, and runs handle for
 // each. A connection goes to an idle worker when one waits, and otherwise
 // to a new worker started in g; a connection that g refuses is closed. A
-// worker serves connection after connection until it has served none for
-// a whole second (so within two seconds of going idle) or Accept returns.
+// worker serves connection after connection. Once a second, every worker
+// idle at that moment is told to end, so an idle pool is gone within a
+// second or so; under load a few workers end and are started again.
 // Reusing workers keeps the stacks they have grown, which a fresh
-// goroutine would grow again on every connection; the check costs one
-// timer per worker per second, nothing per connection.
+// goroutine would grow again on every connection, and no timer is touched
+// per connection.
 //
 // After a failed accept other than a closed listener it waits, doubling
 // from 5 ms to 1 s, and tries again. It returns nil once ln is closed.
 func Accept(ln net.Listener, g *Group, log *slog.Logger, handle func(net.Conn)) error {
 	log = Discard(log)
 	work := make(chan net.Conn)
+	quit := make(chan struct{})
 	done := make(chan struct{})
 	defer close(done)
+	var idle atomic.Int64
 	worker := func(c net.Conn) {
-		tick := time.NewTimer(workerIdle)
-		defer tick.Stop()
-		served, seen := 0, 0
 		for {
 			handle(c)
-			served++
-		wait:
+			idle.Add(1)
 			select {
 			case c = <-work:
-			case <-tick.C:
-				if served == seen {
-					return
-				}
-				seen = served
-				tick.Reset(workerIdle)
-				goto wait
+				idle.Add(-1)
+			case <-quit:
+				idle.Add(-1)
+				return
 			case <-done:
 				return
 			}
 		}
 	}
+	g.Go(func() {
+		tick := time.NewTicker(workerIdle)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+			case <-done:
+				return
+			}
+			for n := idle.Load(); n > 0; n-- {
+				select {
+				case quit <- struct{}{}:
+				default:
+					n = 0
+				}
+			}
+		}
+	})
 	var delay time.Duration
 	for {
 		c, err := ln.Accept()

@@ -8,17 +8,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// grantRefused reports whether the socket holds a pending error after our
-// '+': the peer reset the connection instead of reading it.
-func grantRefused(c net.Conn) bool {
+// resetPending reports a pending socket error: the peer reset the
+// connection after our last write.
+func resetPending(c net.Conn) bool {
 	rc, ok := rawConn(c)
 	if !ok {
 		return false
 	}
-	refused := false
+	pending := false
 	rc.Control(func(fd uintptr) {
 		soErr, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
-		refused = err == nil && soErr != 0
+		pending = err == nil && soErr != 0
 	})
-	return refused
+	return pending
 }
