@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/metrics"
@@ -19,10 +20,10 @@ import (
 
 // serve runs the three listeners until ctx ends, then shuts down: mutex and
 // management ports first (waiting connections are cut), then the metrics
-// endpoint. If anything has scraped it, the endpoint keeps serving until
-// one more scrape has completed, so the scraper sees the final state; it
-// waits at most cfg.ShutdownTimeout in all, and not at all when nothing
-// scrapes.
+// endpoint. When a scraper has been polling at a steady interval, the
+// endpoint keeps serving until its next scrape has completed, so it records
+// the final state; in-flight scrapes are drained. It waits at most
+// cfg.ShutdownTimeout in all, and not at all when nothing polls it.
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	st, err := openStore(cfg, log, reg)
@@ -134,39 +135,53 @@ func openStore(cfg Config, log *slog.Logger, reg prometheus.Registerer) (store, 
 	return openDataPath(cfg, log, reg)
 }
 
-// scrapeWatch counts completed scrapes, so that shutdown can wait for one
-// scrape of the final state.
+// scrapeWatch remembers when scrapes complete, so that shutdown can wait
+// for one scrape of the final state when a scraper polls this process.
 type scrapeWatch struct {
-	mu   sync.Mutex
-	done uint64
-	next chan struct{} // closed when a scrape completes
+	mu         sync.Mutex
+	last, prev time.Time     // the two latest completed scrapes
+	next       chan struct{} // closed when a scrape completes
+	now        func() time.Time
 }
 
-func newScrapeWatch() *scrapeWatch { return &scrapeWatch{next: make(chan struct{})} }
+func newScrapeWatch() *scrapeWatch {
+	return &scrapeWatch{next: make(chan struct{}), now: time.Now}
+}
 
 func (w *scrapeWatch) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(rw, r)
 		w.mu.Lock()
-		w.done++
+		w.prev, w.last = w.last, w.now()
 		close(w.next)
 		w.next = make(chan struct{})
 		w.mu.Unlock()
 	})
 }
 
-// awaitFinal returns at once when nothing has ever scraped this process;
-// otherwise it waits for the next scrape to complete, or for ctx to end,
-// so that the scraper records the state at shutdown.
+// awaitFinal waits for the next scrape to complete, when scrapes have been
+// coming at a steady interval and the next one is due within ctx's time;
+// otherwise it returns at once. A one-off request (a person with curl, a
+// health check) does not hold the shutdown up.
 func (w *scrapeWatch) awaitFinal(ctx context.Context) {
 	w.mu.Lock()
-	done, next := w.done, w.next
+	last, prev, next := w.last, w.prev, w.next
 	w.mu.Unlock()
-	if done == 0 {
+	if prev.IsZero() {
 		return
 	}
+	interval := last.Sub(prev)
+	due := last.Add(2 * interval) // allow one interval of jitter
+	if w.now().After(due) {
+		return // the scraper has stopped polling
+	}
+	if deadline, ok := ctx.Deadline(); ok && due.After(deadline) && interval > time.Until(deadline) {
+		return // the next scrape would come too late anyway
+	}
+	wait, cancel := context.WithDeadline(ctx, due)
+	defer cancel()
 	select {
 	case <-next:
-	case <-ctx.Done():
+	case <-wait.Done():
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
@@ -65,9 +67,9 @@ func TestPortInUseExits1(t *testing.T) {
 	}
 }
 
-// At shutdown the mutex port closes first; a scraper that was scraping
-// gets one more scrape of the final state before the process exits.
-func TestShutdownServesOneMoreScrape(t *testing.T) {
+// At shutdown the mutex port closes first, and a one-off scrape (a person
+// with curl, a health check) does not hold the exit up.
+func TestShutdownAfterOneOffScrape(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &inProcess{cancel: cancel, log: newLCDLog(), exited: make(chan struct{})}
 	go func() {
@@ -77,41 +79,68 @@ func TestShutdownServesOneMoreScrape(t *testing.T) {
 	}()
 	t.Cleanup(func() { p.stop() })
 	addrs := p.log.waitStarted(t, p.exited)
-	url := "http://" + addrs.Metrics + "/metrics"
-	scrape := func() error {
-		resp, err := http.Get(url)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		return err
-	}
-	if err := scrape(); err != nil {
+	resp, err := http.Get("http://" + addrs.Metrics + "/metrics")
+	if err != nil {
 		t.Fatal(err)
 	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
 	p.cancel()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.Dial("tcp", addrs.Mutex)
-		if err != nil {
-			break
-		}
-		c.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("mutex port still open after shutdown began")
-		}
-		time.Sleep(time.Millisecond)
-	}
 	select {
 	case <-p.exited:
-		t.Fatal("exited before the final scrape")
-	default:
+	case <-time.After(time.Minute):
+		t.Fatal("shutdown waited for a scraper that does not poll")
 	}
-	if err := scrape(); err != nil {
-		t.Fatalf("final scrape: %v", err)
-	}
-	<-p.exited
 	if p.code != exitOK {
 		t.Fatalf("exit code %d", p.code)
 	}
+	if _, err := net.Dial("tcp", addrs.Mutex); err == nil {
+		t.Fatal("mutex port open after exit")
+	}
+}
+
+// A scraper that polls at a steady interval gets one scrape of the final
+// state; one that stopped polling, or a single request, does not delay.
+func TestAwaitFinalScrape(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newScrapeWatch()
+		h := w.wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		scrape := func() { h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil)) }
+		budget := func() context.Context {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			t.Cleanup(cancel)
+			return ctx
+		}
+		immediate := func(what string) {
+			t.Helper()
+			start := time.Now()
+			w.awaitFinal(budget())
+			if d := time.Since(start); d != 0 {
+				t.Fatalf("%s: waited %v", what, d)
+			}
+		}
+		immediate("never scraped")
+		scrape()
+		immediate("one scrape")
+
+		time.Sleep(10 * time.Second)
+		scrape() // a scraper with a 10 s interval
+		time.Sleep(3 * time.Second)
+		done := make(chan struct{})
+		go func() {
+			w.awaitFinal(budget())
+			close(done)
+		}()
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("returned before the final scrape")
+		default:
+		}
+		scrape()
+		<-done
+
+		time.Sleep(25 * time.Second)
+		immediate("scraper gone")
+	})
 }
