@@ -56,6 +56,20 @@ func startServerWith(t *testing.T, table *Table, cfg ServerConfig) *testServer {
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
 	}
+	s, done := serveTable(t, table, cfg)
+	t.Cleanup(func() {
+		s.srv.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return s
+}
+
+// serveTable serves table on a 127.0.0.1 port; Serve's result arrives on
+// the channel once the server is closed.
+func serveTable(t *testing.T, table *Table, cfg ServerConfig) (*testServer, <-chan error) {
+	t.Helper()
 	srv, err := NewServer(table, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -66,13 +80,16 @@ func startServerWith(t *testing.T, table *Table, cfg ServerConfig) *testServer {
 	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(context.Background(), ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return &testServer{table: table, srv: srv, addr: ln.Addr().String()}
+	return &testServer{table: table, srv: srv, addr: ln.Addr().String()}, done
+}
+
+// park sends a lock request for key and waits until it is parked.
+func (s *testServer) park(t *testing.T, key, source string) *net.TCPConn {
+	t.Helper()
+	n := s.table.parkedOn(key)
+	c := s.send(t, AppendRequest(nil, lockReq(key, source)))
+	s.waitParked(t, key, n+1)
+	return c
 }
 
 // dial opens a connection to the server.

@@ -72,8 +72,7 @@ func TestWithdrawOnClose(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := startServer(t, ServerConfig{})
 			s.do(t, lockReq("k", "holder"))
-			c := s.send(t, AppendRequest(nil, lockReq("k", "gone")))
-			s.waitParked(t, "k", 1)
+			c := s.park(t, "k", "gone")
 			tc.leave(t, c)
 			s.waitParked(t, "k", 0)
 			s.do(t, Request{Action: ActionUnlock, Key: "k"})
@@ -115,8 +114,7 @@ func TestWaiterLeavesAtUnlockRace(t *testing.T) {
 	for i := range rounds {
 		key := "race" + strconv.Itoa(i%7)
 		s.do(t, lockReq(key, "holder"))
-		w := s.send(t, AppendRequest(nil, lockReq(key, "leaver")))
-		s.waitParked(t, key, 1)
+		w := s.park(t, key, "leaver")
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() {
@@ -149,8 +147,7 @@ func TestUnlockOfFreeKeyStoresNoCredit(t *testing.T) {
 		t.Fatal("unlock of a free key must answer +")
 	}
 	s.do(t, lockReq("k", "a"))
-	c := s.send(t, AppendRequest(nil, lockReq("k", "b")))
-	s.waitParked(t, "k", 1)
+	c := s.park(t, "k", "b")
 	if got := s.holderSource("k"); got != "a" {
 		t.Fatalf("holder = %q; the early unlock must not let b in", got)
 	}
@@ -184,10 +181,8 @@ func TestKeysSharingAPrefixAreDistinct(t *testing.T) {
 func TestResetKeyPassesToFirstWaiter(t *testing.T) {
 	s := startServer(t, ServerConfig{})
 	s.do(t, lockReq("k", "crashed"))
-	w1 := s.send(t, AppendRequest(nil, lockReq("k", "w1")))
-	s.waitParked(t, "k", 1)
-	w2 := s.send(t, AppendRequest(nil, lockReq("k", "w2")))
-	s.waitParked(t, "k", 2)
+	w1 := s.park(t, "k", "w1")
+	w2 := s.park(t, "k", "w2")
 	if s.do(t, Request{Action: ActionResetKey, Key: "k"}) != AnswerOK {
 		t.Fatal("reset failed")
 	}
@@ -207,10 +202,8 @@ func TestResetBySource(t *testing.T) {
 	s.do(t, lockReq("held-by-y", "y"))
 	s.do(t, lockReq("other", "y"))
 	// x parks behind y; y parks behind x.
-	xParked := s.send(t, AppendRequest(nil, lockReq("other", "x")))
-	s.waitParked(t, "other", 1)
-	yWaiter := s.send(t, AppendRequest(nil, lockReq("held-by-x", "y")))
-	s.waitParked(t, "held-by-x", 1)
+	xParked := s.park(t, "other", "x")
+	yWaiter := s.park(t, "held-by-x", "y")
 
 	if s.do(t, Request{Action: ActionResetSource, Source: "x"}) != AnswerOK {
 		t.Fatal("reset by source failed")
@@ -238,8 +231,7 @@ func TestParkedRequestHasNoTimeout(t *testing.T) {
 	const header = 20 * time.Millisecond
 	s := startServer(t, ServerConfig{HeaderTimeout: header})
 	s.do(t, lockReq("k", "holder"))
-	c := s.send(t, AppendRequest(nil, lockReq("k", "patient")))
-	s.waitParked(t, "k", 1)
+	c := s.park(t, "k", "patient")
 	time.Sleep(25 * header) // elapsed time under test, not synchronisation
 	if s.table.parkedOn("k") != 1 {
 		t.Fatal("parked request was dropped")
@@ -316,8 +308,7 @@ func TestMalformedRequests(t *testing.T) {
 func TestBytesWhileParkedWithdraw(t *testing.T) {
 	s := startServer(t, ServerConfig{})
 	s.do(t, lockReq("k", "holder"))
-	c := s.send(t, AppendRequest(nil, lockReq("k", "chatty")))
-	s.waitParked(t, "k", 1)
+	c := s.park(t, "k", "chatty")
 	c.Write([]byte{1})
 	if a := readAnswer(t, c); a != AnswerFailed {
 		t.Fatalf("answered %q, want -", a)
@@ -330,10 +321,8 @@ func TestBytesWhileParkedWithdraw(t *testing.T) {
 func TestGrantNotReadIsPassedOn(t *testing.T) {
 	s := startServer(t, ServerConfig{})
 	s.do(t, lockReq("k", "holder"))
-	w := s.send(t, AppendRequest(nil, lockReq("k", "w")))
-	s.waitParked(t, "k", 1)
-	next := s.send(t, AppendRequest(nil, lockReq("k", "next")))
-	s.waitParked(t, "k", 2)
+	w := s.park(t, "k", "w")
+	next := s.park(t, "k", "next")
 	s.do(t, Request{Action: ActionUnlock, Key: "k"})
 	eventually(t, "grant to w", func() bool { return s.holderSource("k") == "w" })
 	w.SetLinger(0)
@@ -344,21 +333,10 @@ func TestGrantNotReadIsPassedOn(t *testing.T) {
 }
 
 func TestCloseCutsParkedConnections(t *testing.T) {
-	table := NewTable(Config{})
-	srv, err := NewServer(table, ServerConfig{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(t.Context(), ln) }()
-	s := &testServer{table: table, srv: srv, addr: ln.Addr().String()}
+	s, done := serveTable(t, NewTable(Config{}), ServerConfig{Logger: testLogger(t)})
+	srv := s.srv
 	s.do(t, lockReq("k", "holder"))
-	c := s.send(t, AppendRequest(nil, lockReq("k", "w")))
-	s.waitParked(t, "k", 1)
+	c := s.park(t, "k", "w")
 	srv.Close()
 	srv.Close() // twice is fine
 	if err := <-done; err != nil {
