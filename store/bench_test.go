@@ -101,7 +101,7 @@ func (f slowFile) Sync() error {
 // durableCycles runs the cycles of b against a Log in dir opened with open
 // (nil: the OS), and reports cycles/s, changes/fsync and log-fsyncs/s.
 func durableCycles(b *testing.B, dir string, clients int, open OpenFileFunc) {
-	l, grants, err := Open(Config{Path: filepath.Join(dir, "locks.json"), OpenFile: open})
+	l, grants, err := Open(Config{Path: filepath.Join(dir, "locks.wal"), OpenFile: open})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func cycles(b *testing.B, c *lockingcenter.Client, clients int) time.Duration {
 // returning the grants.
 func BenchmarkReplay(b *testing.B) {
 	const keys = 1_000_000
-	path := filepath.Join(benchDir(b), "locks.json")
+	path := filepath.Join(benchDir(b), "locks.wal")
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)

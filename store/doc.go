@@ -7,7 +7,7 @@
 // change is on disk. Open reads the file back and returns the grants that
 // were in force.
 //
-//	l, grants, err := store.Open(store.Config{Path: "/var/lib/locking-center/locks.json"})
+//	l, grants, err := store.Open(store.Config{Path: "/var/lib/locking-center/locks.wal"})
 //	...
 //	table := mutex.NewTable(mutex.Config{Journal: l})
 //	table.Restore(grants)
@@ -159,7 +159,9 @@
 // a batch, when the file is at least Config.CompactMinSize and at least
 // twice that size, the writer rewrites it: it writes one grant record per
 // held key to Path+".tmp", fsyncs it, renames it over Path and fsyncs the
-// directory, then appends to the new file. The compaction runs on the writer
+// directory, then appends to the new file. Path here is the resolved path
+// (see One process per file), so the rename replaces the log itself, never
+// a symbolic link to it. The compaction runs on the writer
 // goroutine between two batches, so appends wait for it and no change is
 // lost or reordered. A crash before the rename leaves the old log in place;
 // after it, the new one; both replay to the same held keys. A temp file left
@@ -172,10 +174,22 @@
 //
 // # One process per file
 //
-// Open takes an exclusive flock(2) on Path+".lock", a file beside the log
-// that is never renamed (a lock on the log itself would stay with the old
-// file at the first compaction), and writes its process id into it. A second
-// process that opens the same Path gets ErrLocked, with the id of the
-// holder when it can be read. The lock ends with the process or with Close.
+// Open first resolves Path: it makes it absolute and resolves every
+// symbolic link in it (in the file's name when the file exists, otherwise
+// in its directory's). Every name of the log that goes through symbolic
+// links therefore leads to one path, and the lock file, the temp file and
+// the log's messages all use that path. A Path that exists and is not a
+// regular file after this (a device such as /dev/null, a named pipe, a
+// socket, a directory) is refused with ErrNotRegular, and a symbolic link
+// to a missing file with the error of resolving it, both before anything
+// is created. A hard link is another name of the same file that no path
+// leads back from, so two processes that open the log through two hard
+// links are not kept apart.
+//
+// Open then takes an exclusive flock(2) on Path+".lock", a file beside the
+// log that is never renamed (a lock on the log itself would stay with the
+// old file at the first compaction), and writes its process id into it. A
+// second process that opens the same log, by any such name, gets
+// ErrLocked, with the id of the holder when it can be read. The lock ends with the process or with Close.
 // The lock file stays on disk; it holds no state.
 package store

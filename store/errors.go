@@ -13,6 +13,10 @@ var (
 	ErrCorrupt = errors.New("store: corrupt record")
 	// ErrLocked: another process has the log open.
 	ErrLocked = errors.New("store: data path is in use by another process")
+	// ErrNotRegular: the data path, after its symbolic links are resolved,
+	// exists and is not a regular file (a device, a named pipe, a socket, a
+	// directory). Open refuses it before creating anything.
+	ErrNotRegular = errors.New("store: data path is not a regular file")
 	// ErrClosed: a change appended after Close.
 	ErrClosed = errors.New("store: log is closed")
 	// ErrTooLarge: a change whose record would exceed MaxPayload bytes.

@@ -112,7 +112,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 
 // tempLogPath returns the path of a log in a new temp directory.
 func tempLogPath(t testing.TB) string {
-	return filepath.Join(t.TempDir(), "locks.json")
+	return filepath.Join(t.TempDir(), "locks.wal")
 }
 
 // openLog opens the log at path with cfg's other fields and closes it at

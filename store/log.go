@@ -34,6 +34,7 @@ const maxSpare = 1 << 20
 // Log attribute keys.
 const (
 	logPath      = "path"
+	logDataPath  = "data_path"
 	logError     = "error"
 	logBytes     = "bytes"
 	logFromBytes = "from_bytes"
@@ -47,7 +48,10 @@ const (
 // Config configures a Log.
 type Config struct {
 	// Path is the log file (DATA_PATH). Its directory must exist; the file
-	// is created when missing. Path+".lock" and Path+".tmp" are used too.
+	// is created when missing. If it exists it must be a regular file.
+	// Symbolic links in it are resolved first: the ".lock" and ".tmp"
+	// files are made beside the file it resolves to, and compaction renames
+	// within that file's directory.
 	Path string
 	// CompactMinSize is the size in bytes below which the log is never
 	// compacted. Zero means DefaultCompactMinSize (1 MiB).
@@ -148,15 +152,21 @@ func journalError(err error) error { return fmt.Errorf("%w: %w", mutex.ErrJourna
 // Open opens the log at cfg.Path, creating it when missing, replays it and
 // starts the writer. It returns the grants in force, in no particular
 // order. A torn tail is truncated; a log past the compaction threshold is
-// compacted. Errors: ErrLocked, a *CorruptError (errors.Is ErrCorrupt), or
-// the error of a file operation or of the Registerer.
+// compacted. Errors: ErrNotRegular or the error of resolving Path (both
+// returned before anything is created), ErrLocked, a *CorruptError
+// (errors.Is ErrCorrupt), or the error of a file operation or of the
+// Registerer.
 func Open(cfg Config) (*Log, []mutex.Grant, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
+	path, err := resolvePath(cfg.Path)
+	if err != nil {
+		return nil, nil, err
+	}
 	l := &Log{
-		path:    cfg.Path,
-		dir:     filepath.Dir(cfg.Path),
+		path:    path,
+		dir:     filepath.Dir(path),
 		minSize: cfg.CompactMinSize,
 		open:    cfg.OpenFile,
 		log:     cfg.Logger,
@@ -183,6 +193,9 @@ func Open(cfg Config) (*Log, []mutex.Grant, error) {
 		l.log = slog.New(slog.DiscardHandler)
 	}
 	l.log = l.log.With(slog.String(logPath, l.path))
+	if path != cfg.Path {
+		l.log.Info("data path resolved", slog.String(logDataPath, cfg.Path))
+	}
 	if err := l.start(cfg.Registerer); err != nil {
 		l.release()
 		return nil, nil, err
@@ -212,6 +225,9 @@ func (l *Log) start(reg prometheus.Registerer) error {
 	fi, err := l.f.Stat()
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
+	}
+	if err := checkRegular(l.path, fi); err != nil {
+		return err // replaced since resolvePath looked at it
 	}
 	end, err := scan(l.f, fi.Size(), l.state.replay)
 	if err != nil {

@@ -248,8 +248,8 @@ func TestOpenErrors(t *testing.T) {
 	file := filepath.Join(dir, "file")
 	os.WriteFile(file, nil, 0o600)
 	for _, path := range []string{
-		filepath.Join(dir, "missing", "locks.json"),
-		filepath.Join(file, "locks.json"),
+		filepath.Join(dir, "missing", "locks.wal"),
+		filepath.Join(file, "locks.wal"),
 		dir, // a directory, not a file
 	} {
 		if l, _, err := Open(Config{Path: path}); err == nil {

@@ -28,6 +28,11 @@ func TestBinaryExitCodes(t *testing.T) {
 		{[]string{"unlock", "held"}, 0, ""},
 		{[]string{"--address", "127.0.0.1:1", "trylock", "k"}, 2, "127.0.0.1:1"},
 		{[]string{"--manager-address", "127.0.0.1:1", "keys"}, 2, "127.0.0.1:1"},
+		{[]string{"trylock", "--hex", "00ff"}, 0, ""},
+		{[]string{"trylock", "--quoted", `"\x00\xff"`}, 1, ""},
+		{[]string{"reset", "--quoted", `"\x00\xff"`}, 0, ""},
+		{[]string{"reset", "--hex", "zz"}, 2, "--hex"},
+		{[]string{"unlock", "--quoted", `a\x00b`}, 2, "--quoted"},
 	} {
 		r := runBinary(t, env, c.args...)
 		if r.code != c.want {
@@ -42,6 +47,9 @@ func TestBinaryExitCodes(t *testing.T) {
 		if _, held := s.holders(t)["job"]; held {
 			t.Errorf("lc-cli %q left the key held", c.args)
 		}
+	}
+	if hs := s.holders(t); len(hs) != 0 {
+		t.Errorf("keys left held: %v", hs)
 	}
 	unreachable := closedAddr(t)
 	r := runBinary(t, []string{"LC_ADDRESS=" + unreachable}, "lock", "k", "--", "true")

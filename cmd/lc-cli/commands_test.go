@@ -141,13 +141,21 @@ func TestCommandThatCannotStart(t *testing.T) {
 	}
 }
 
-func TestInvalidKeyFailsWithoutContactingAServer(t *testing.T) {
-	var accepted atomic.Int32
+// hangingUp is a fakeServer that closes every connection at once; it
+// returns an environment pointing both ports at it and the count of
+// connections it accepted.
+func hangingUp(t *testing.T) (env []string, accepted *atomic.Int32) {
+	t.Helper()
+	accepted = new(atomic.Int32)
 	addr := fakeServer(t, func(c net.Conn) {
 		accepted.Add(1)
 		c.Close()
 	})
-	env := []string{"LC_ADDRESS=" + addr, "LC_MANAGER_ADDRESS=" + addr}
+	return []string{"LC_ADDRESS=" + addr, "LC_MANAGER_ADDRESS=" + addr}, accepted
+}
+
+func TestInvalidKeyFailsWithoutContactingAServer(t *testing.T) {
+	env, accepted := hangingUp(t)
 	long := strings.Repeat("k", 128)
 	for _, args := range [][]string{
 		{"lock", ""}, {"lock", long}, {"lock", long, "--", "true"},
@@ -170,7 +178,7 @@ func TestInvalidKeyFailsWithoutContactingAServer(t *testing.T) {
 	if r.code != exitFailure {
 		t.Errorf("unlock of a 127-byte key against a listener that hangs up = %d %q", r.code, r.stderr)
 	}
-	oneLine(t, r.stderr, addr)
+	oneLine(t, r.stderr, strings.TrimPrefix(env[0], "LC_ADDRESS="))
 	if n := accepted.Load(); n != 1 {
 		t.Errorf("listener accepted %d connections, want only the one of the valid key", n)
 	}

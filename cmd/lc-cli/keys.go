@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/locking-center/locking-center/manager"
 	"github.com/spf13/cobra"
@@ -32,12 +31,17 @@ func newKeysCommand(f *factory) *cobra.Command {
 		Use:   "keys [-d]",
 		Short: "List the held keys",
 		Long: `keys prints the held keys, one a line, sorted by their bytes. A key that
-would not print cleanly on one line is shown quoted with escapes.
+is printable UTF-8, with no backslash, no double quote and no space at
+either end, is printed as it is; any other is printed as a Go string in
+double quotes, such as "\xff" or "a\x00b", so no two keys print alike.
+Pass a line back with --quoted to name that key in lock, trylock, unlock,
+wait or reset. Sources in the SOURCE column are printed the same way.
 
 With -d it prints a table instead, one row per held key:
 
   KEY      the key
-  SOURCE   the owner name its holder sent (or the holder's IP address)
+  SOURCE   the owner name its holder sent (or the holder's IP address),
+           - when unknown
   REMOTE   the address of the connection that won the key
   ACQUIRED when the key was granted, in local time (24-hour clock)
   HELD     how long it has been held, by the server's clock
@@ -93,8 +97,8 @@ func writeHolders(w io.Writer, holders []manager.Holder, loc *time.Location) err
 	for _, h := range holders {
 		t.rows = append(t.rows, []string{
 			displayKey(h.Key),
-			orDash(displayKey(h.Source), h.Source),
-			orDash(h.RemoteAddr, h.RemoteAddr),
+			cell(h.Source),
+			cell(h.RemoteAddr),
 			h.Acquired.In(loc).Format(acquiredLayout),
 			formatHeld(h.Held),
 			strconv.Itoa(h.Waiters),
@@ -104,12 +108,17 @@ func writeHolders(w io.Writer, holders []manager.Holder, loc *time.Location) err
 	return err
 }
 
-// orDash returns shown, or "-" when the value it stands for is empty.
-func orDash(shown, value string) string {
-	if value == "" {
+// cell returns how keys -d shows a source or remote address: "-" when it
+// is empty (unknown), quoted when it is "-" itself so it never reads as
+// unknown, and as displayKey prints it otherwise.
+func cell(s string) string {
+	switch s {
+	case "":
 		return "-"
+	case "-":
+		return strconv.Quote(s)
 	}
-	return shown
+	return displayKey(s)
 }
 
 // formatHeld prints a held duration compactly and without rounding up:
@@ -131,7 +140,8 @@ func formatHeld(d time.Duration) string {
 	}
 }
 
-// table is rows of cells printed in aligned columns.
+// table is rows of cells printed in aligned columns, measured in terminal
+// columns (displayWidth).
 type table struct {
 	header []string
 	right  []bool // per column: align right
@@ -142,7 +152,7 @@ func (t table) String() string {
 	width := make([]int, len(t.header))
 	for _, row := range append([][]string{t.header}, t.rows...) {
 		for i, cell := range row {
-			width[i] = max(width[i], utf8.RuneCountInString(cell))
+			width[i] = max(width[i], displayWidth(cell))
 		}
 	}
 	var b strings.Builder
@@ -152,7 +162,7 @@ func (t table) String() string {
 			if i > 0 {
 				line.WriteString("  ")
 			}
-			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(cell))
+			pad := strings.Repeat(" ", width[i]-displayWidth(cell))
 			if t.right[i] {
 				line.WriteString(pad + cell)
 			} else {

@@ -119,19 +119,3 @@ func TestFormatHeld(t *testing.T) {
 		}
 	}
 }
-
-func TestDisplayKey(t *testing.T) {
-	for in, want := range map[string]string{
-		"orders/batch-7": "orders/batch-7",
-		"with space":     "with space",
-		"línea":          "línea",
-		"":               `""`,
-		"a\nb":           `"a\nb"`,
-		"\xff":           `"\xff"`,
-		"tab\there":      `"tab\there"`,
-	} {
-		if got := displayKey(in); got != want {
-			t.Errorf("displayKey(%q) = %s, want %s", in, got, want)
-		}
-	}
-}

@@ -19,7 +19,8 @@ type lockOptions struct {
 
 func newLockCommand(f *factory) *cobra.Command {
 	opts := &lockOptions{}
-	return &cobra.Command{
+	in := &keyInput{}
+	cmd := &cobra.Command{
 		Use:   "lock <key> [-- <command> [args...]]",
 		Short: "Take a key, waiting for it; with a command, run it holding the key",
 		Long: `lock queues for the key through the mutex port (--address) until it is
@@ -46,18 +47,20 @@ A key that starts with '-' follows a first --: lock -- -key -- command.`,
 			if err != nil {
 				return err
 			}
-			opts.Key, opts.Command = key, command
-			return checkKey(key)
+			opts.Command = command
+			return in.setKey(key)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Stdin = f.sys.Stdin
 			opts.Stdout = f.sys.Stdout
 			opts.Stderr = f.sys.Stderr
 			opts.Environ = f.sys.Environ
-			opts.keyRequest = f.keyRequest(opts.Key)
+			opts.keyRequest = f.keyRequest(in.value)
 			return runLock(cmd.Context(), opts)
 		},
 	}
+	in.addFlags(cmd, "key")
+	return cmd
 }
 
 // splitLockArgs separates the key from the command. dash is the number of

@@ -15,12 +15,13 @@ const completionTimeout = 2 * time.Second
 type resetOptions struct {
 	Signals  <-chan os.Signal
 	Manager  *manager.Client
-	Arg      string // the key, or with BySource the source
+	Arg      string // the key, or with BySource the source, decoded
 	BySource bool   // -s: release everything Arg holds and withdraw its waiters
 }
 
 func newResetCommand(f *factory) *cobra.Command {
 	opts := &resetOptions{}
+	in := &keyInput{}
 	cmd := &cobra.Command{
 		Use:   "reset <key> | reset -s <source>",
 		Short: "Take a key from its holder, or clear everything one source holds",
@@ -33,25 +34,31 @@ shows in its SOURCE column; lc-cli sends lc-cli@<hostname> unless told
 otherwise with --source.
 
 Both go through the management port (--manager-address) and print
-nothing on success.`,
+nothing on success. The server answers the same whether or not anything
+matched: resetting a key nobody holds, or a source that holds nothing,
+also exits 0.
+
+A key or source with bytes that are awkward on a command line can be
+given with --hex (ff00) or --quoted, as keys prints it ('"a\x00b"').`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usagef("reset takes one key, or -s and one source, got %d arguments (see lc-cli reset --help)", len(args))
 			}
 			if opts.BySource {
-				return checkSource(args[0])
+				return in.setSource(args[0])
 			}
-			return checkKey(args[0])
+			return in.setKey(args[0])
 		},
-		ValidArgsFunction: f.completeHeld(func() bool { return opts.BySource }),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		ValidArgsFunction: f.completeHeld(in, func() bool { return opts.BySource }),
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Signals = f.sys.Signals
 			opts.Manager = f.managerClient()
-			opts.Arg = args[0]
+			opts.Arg = in.value
 			return runReset(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVarP(&opts.BySource, "by-source", "s", false, "the argument is a source: clear everything it holds and has queued")
+	in.addFlags(cmd, "key or source")
 	return cmd
 }
 
@@ -75,9 +82,10 @@ func checkSource(source string) error {
 }
 
 // completeHeld returns the completion of a command's one argument: the
-// held keys, or their sources when sources() says so. The global flags and
-// variables pick the server; one that cannot be reached completes nothing.
-func (f *factory) completeHeld(sources func() bool) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+// held keys, or their sources when sources() says so, written as in's
+// flags say. The global flags and variables pick the server; one that
+// cannot be reached completes nothing.
+func (f *factory) completeHeld(in *keyInput, sources func() bool) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 		none := cobra.ShellCompDirectiveNoFileComp
 		if len(args) > 0 || f.resolve(cmd.Flags()) != nil {
@@ -86,17 +94,22 @@ func (f *factory) completeHeld(sources func() bool) func(*cobra.Command, []strin
 		ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
 		defer cancel()
 		m := f.managerClient()
-		if !sources() {
-			keys, _ := m.Keys(ctx)
-			return keys, none
+		var names []string
+		if sources() {
+			holders, _ := m.Holders(ctx)
+			for _, h := range holders {
+				names = append(names, h.Source)
+			}
+		} else {
+			names, _ = m.Keys(ctx)
 		}
-		holders, _ := m.Holders(ctx)
 		seen := make(map[string]bool)
 		var out []string
-		for _, h := range holders {
-			if !seen[h.Source] {
-				seen[h.Source] = true
-				out = append(out, h.Source)
+		for _, name := range names {
+			arg, ok := in.encode(name)
+			if ok && name != "" && !seen[arg] {
+				seen[arg] = true
+				out = append(out, arg)
 			}
 		}
 		return out, none

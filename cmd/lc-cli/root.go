@@ -1,10 +1,8 @@
 package main
 
 import (
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
 	"github.com/locking-center/locking-center/manager"
@@ -163,29 +161,7 @@ func checkSourceLen(source string) error {
 	return nil
 }
 
-// oneKey is the Args check of the commands that take exactly one key.
-func oneKey(cmd *cobra.Command, args []string) error {
-	if len(args) != 1 {
-		return usagef("%s takes one key, got %d arguments (see lc-cli %s --help)", cmd.Name(), len(args), cmd.Name())
-	}
-	return checkKey(args[0])
-}
-
 // failure wraps err, from a client, as an exit with code 2.
 func failure(err error) error {
 	return &exitError{code: exitFailure, err: err}
-}
-
-// displayKey returns s as it is when it prints cleanly on one line, and
-// quoted with escapes otherwise (control bytes, invalid UTF-8).
-func displayKey(s string) string {
-	if s == "" || !utf8.ValidString(s) {
-		return strconv.Quote(s)
-	}
-	for _, r := range s {
-		if !strconv.IsPrint(r) {
-			return strconv.Quote(s)
-		}
-	}
-	return s
 }

@@ -14,7 +14,8 @@ type tryLockOptions struct {
 
 func newTryLockCommand(f *factory) *cobra.Command {
 	opts := &tryLockOptions{}
-	return &cobra.Command{
+	in := &keyInput{}
+	cmd := &cobra.Command{
 		Use:   "trylock <key>",
 		Short: "Take a key only if it is free now",
 		Long: `trylock takes the key if nobody holds it at this moment and never queues.
@@ -23,12 +24,14 @@ Exit 0: the key is now held by this source and stays held after lc-cli
 exits, until unlock or reset. Exit 1: somebody else holds it; nothing is
 printed. Exit 2: the request failed (server unreachable, refused, or too
 slow to accept the connection); that is never reported as exit 1.`,
-		Args: oneKey,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.keyRequest = f.keyRequest(args[0])
+		Args: in.oneKey,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.keyRequest = f.keyRequest(in.value)
 			return runTryLock(cmd.Context(), opts)
 		},
 	}
+	in.addFlags(cmd, "key")
+	return cmd
 }
 
 func runTryLock(ctx context.Context, opts *tryLockOptions) error {

@@ -12,19 +12,22 @@ type unlockOptions struct {
 
 func newUnlockCommand(f *factory) *cobra.Command {
 	opts := &unlockOptions{}
-	return &cobra.Command{
+	in := &keyInput{}
+	cmd := &cobra.Command{
 		Use:   "unlock <key>",
 		Short: "Release a key, whoever holds it",
 		Long: `unlock releases the key through the mutex port (--address), whoever holds
 it; the first queued request, if any, gets it next. Releasing a key that
 is not held succeeds too. It prints nothing on success.`,
-		Args:              oneKey,
-		ValidArgsFunction: f.completeHeld(func() bool { return false }),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.keyRequest = f.keyRequest(args[0])
+		Args:              in.oneKey,
+		ValidArgsFunction: f.completeHeld(in, func() bool { return false }),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.keyRequest = f.keyRequest(in.value)
 			return runUnlock(cmd.Context(), opts)
 		},
 	}
+	in.addFlags(cmd, "key")
+	return cmd
 }
 
 func runUnlock(ctx context.Context, opts *unlockOptions) error {

@@ -12,19 +12,22 @@ type waitOptions struct {
 
 func newWaitCommand(f *factory) *cobra.Command {
 	opts := &waitOptions{}
-	return &cobra.Command{
+	in := &keyInput{}
+	cmd := &cobra.Command{
 		Use:   "wait <key>",
 		Short: "Block until a key is free, then return holding nothing",
 		Long: `wait queues for the key like lock, and releases it the moment it is
 granted: when wait exits 0 the key was free at some instant and this
 source holds nothing. SIGINT, SIGTERM, SIGHUP or SIGQUIT while waiting
 stop the wait (exit 128+N) and leave no request queued on the server.`,
-		Args: oneKey,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			opts.keyRequest = f.keyRequest(args[0])
+		Args: in.oneKey,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.keyRequest = f.keyRequest(in.value)
 			return runWait(cmd.Context(), opts)
 		},
 	}
+	in.addFlags(cmd, "key")
+	return cmd
 }
 
 func runWait(ctx context.Context, opts *waitOptions) error {

@@ -36,13 +36,13 @@ func TestConfigDefaults(t *testing.T) {
 }
 
 func TestConfigEnvironmentAndFlags(t *testing.T) {
-	env := []string{"BIND_ADDRESS=127.0.0.1:4000", "DATA_PATH=/var/lib/lc/locks.json", "HEADER_TIMEOUT=2s", "LOG_LEVEL=debug"}
+	env := []string{"BIND_ADDRESS=127.0.0.1:4000", "DATA_PATH=/var/lib/lc/locks.wal", "HEADER_TIMEOUT=2s", "LOG_LEVEL=debug"}
 	cfg, err := resolve(t, nil, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.ManagerAddress != "127.0.0.1:4001" || cfg.MetricsAddress != "127.0.0.1:4002" ||
-		cfg.DataPath != "/var/lib/lc/locks.json" || cfg.HeaderTimeout != 2*time.Second || cfg.LogLevel.String() != "DEBUG" {
+		cfg.DataPath != "/var/lib/lc/locks.wal" || cfg.HeaderTimeout != 2*time.Second || cfg.LogLevel.String() != "DEBUG" {
 		t.Fatalf("from environment: %+v", cfg)
 	}
 	cfg, err = resolve(t, []string{"--bind-address", "127.0.0.1:5000", "--metrics-address", "0.0.0.0:9100"}, env)

@@ -10,8 +10,11 @@ import (
 // openDataPath opens the write-ahead log at cfg.DataPath: it takes the
 // log's lock, replays it and registers the store's counters on reg. The
 // returned store restores the held keys and closes the log at exit.
-// Errors: the log is locked by another process, corrupt, or cannot be
-// created or read; each names the file.
+// Symbolic links in cfg.DataPath are resolved first, so every name of one
+// file takes the same lock. Errors: the path is not a regular file (a
+// device, a named pipe, a socket, a directory), or the log is locked by
+// another process, corrupt, or cannot be created or read; each names the
+// file. serve turns each into exit code 4.
 func openDataPath(cfg Config, log *slog.Logger, reg prometheus.Registerer) (store, error) {
 	l, grants, err := wal.Open(wal.Config{Path: cfg.DataPath, Logger: log, Registerer: reg})
 	if err != nil {

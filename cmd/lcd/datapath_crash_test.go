@@ -254,7 +254,7 @@ func TestCrashRecovery(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	path := filepath.Join(t.TempDir(), "locks.json")
+	path := filepath.Join(t.TempDir(), "locks.wal")
 	p, addrs := startSubprocess(t, path)
 	ctx := context.Background()
 	for round := range soakRounds(t) {
@@ -307,7 +307,7 @@ func scrapeCounter(t *testing.T, addr, name string) float64 {
 // Keys and sources that are not UTF-8 come back byte for byte after lcd
 // has compacted the log and been killed with SIGKILL.
 func TestNonUTF8SurvivesCompactionAndKill(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "locks.json")
+	path := filepath.Join(t.TempDir(), "locks.wal")
 	kept := []mutex.Change{}
 	for i := range 4 {
 		kept = append(kept, mutex.Change{Op: mutex.OpGrant, Grant: mutex.Grant{

@@ -178,7 +178,7 @@ func writeLog(t *testing.T, path string, changes []mutex.Change) []int64 {
 func changesLog(t *testing.T) ([]mutex.Change, string, []byte, []int64) {
 	t.Helper()
 	cs := restoreHistory()
-	path := filepath.Join(t.TempDir(), "locks.json")
+	path := filepath.Join(t.TempDir(), "locks.wal")
 	offs := writeLog(t, path, cs)
 	full, err := os.ReadFile(path)
 	if err != nil {
@@ -302,8 +302,8 @@ func TestDataPathNotCreatable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct{ path, reason string }{
-		{filepath.Join(dir, "missing", "locks.json"), "no such file or directory"},
-		{filepath.Join(file, "locks.json"), "not a directory"},
+		{filepath.Join(dir, "missing", "locks.wal"), "no such file or directory"},
+		{filepath.Join(file, "locks.wal"), "not a directory"},
 	} {
 		var stderr bytes.Buffer
 		code := run(context.Background(), []string{}, lcdEnv(tt.path), io.Discard, &stderr)
@@ -316,7 +316,7 @@ func TestDataPathNotCreatable(t *testing.T) {
 // While one lcd serves a DATA_PATH, a second one on it exits 4 and says
 // why; once the first has stopped, the path is free again.
 func TestDataPathOneProcess(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "locks.json")
+	path := filepath.Join(t.TempDir(), "locks.wal")
 	first := runInProcess(t, path)
 	first.log.waitStarted(t, first.exited)
 	var stderr bytes.Buffer

@@ -22,7 +22,7 @@ func TestHealthURL(t *testing.T) {
 		{"metrics address wins", []string{"BIND_ADDRESS=:7000", "METRICS_ADDRESS=:9102"}, "http://127.0.0.1:9102/metrics"},
 		{"ipv6 unspecified", []string{"METRICS_ADDRESS=[::]:9102"}, "http://[::1]:9102/metrics"},
 		{"ipv6 host", []string{"METRICS_ADDRESS=[fd00::1]:9102"}, "http://[fd00::1]:9102/metrics"},
-		{"unrelated variables", []string{"PATH=/bin", "DATA_PATH=/data/locks.json"}, "http://127.0.0.1:22121/metrics"},
+		{"unrelated variables", []string{"PATH=/bin", "DATA_PATH=/data/locks.wal"}, "http://127.0.0.1:22121/metrics"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -305,8 +305,8 @@ func TestImageCommandsOnHost(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { runImageCommands(t, df, nil) })
 	t.Run("DATA_PATH", func(t *testing.T) {
 		dir := t.TempDir()
-		runImageCommands(t, df, []string{"DATA_PATH=" + filepath.Join(dir, "locks.json")})
-		if _, err := os.Stat(filepath.Join(dir, "locks.json")); err != nil {
+		runImageCommands(t, df, []string{"DATA_PATH=" + filepath.Join(dir, "locks.wal")})
+		if _, err := os.Stat(filepath.Join(dir, "locks.wal")); err != nil {
 			t.Errorf("DATA_PATH not created: %v", err)
 		}
 	})

@@ -142,7 +142,7 @@ func liveMetrics(t *testing.T) (memory, durable map[string]bool) {
 	t.Helper()
 	mem := busyScrape(t, startServer(t))
 	promtool(t, mem, "check", "metrics")
-	dur := busyScrape(t, startServer(t, "DATA_PATH="+filepath.Join(t.TempDir(), "locks.json")))
+	dur := busyScrape(t, startServer(t, "DATA_PATH="+filepath.Join(t.TempDir(), "locks.wal")))
 	promtool(t, dur, "check", "metrics")
 	return metricNames(t, mem), metricNames(t, dur)
 }

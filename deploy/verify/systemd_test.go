@@ -77,7 +77,7 @@ func TestSystemdUnit(t *testing.T) {
 			t.Errorf("%s=%s, want %s", k, got, v)
 		}
 	}
-	if !slices.Contains(u["Service"]["Environment"], "DATA_PATH=%S/locking-center/locks.json") {
+	if !slices.Contains(u["Service"]["Environment"], "DATA_PATH=%S/locking-center/locks.wal") {
 		t.Errorf("Environment %q does not put DATA_PATH in the state directory", u["Service"]["Environment"])
 	}
 	stop, err := time.ParseDuration(u.value("Service", "TimeoutStopSec") + "s")
