@@ -48,7 +48,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
 	})))
-	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HeaderTimeout}
+	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: metricsIdleTimeout}
 
 	lns, err := listenAll(cfg.BindAddress, cfg.ManagerAddress, cfg.MetricsAddress)
 	if err != nil {
@@ -92,6 +92,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("lcd stopped")
 	return nil
 }
+
+// metricsIdleTimeout closes a keep-alive connection to the metrics endpoint
+// that has carried no request for this long.
+const metricsIdleTimeout = time.Minute
 
 // ignore returns err unless it is target.
 func ignore(err, target error) error {
