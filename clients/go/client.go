@@ -124,7 +124,7 @@ func (c *Client) Unlock(ctx context.Context, key string) error {
 // Wait blocks until key is free and returns holding nothing: it takes the
 // key and releases it at once. Cancelling ctx withdraws the request.
 func (c *Client) Wait(ctx context.Context, key string) error {
-	if err := c.Lock(ctx, key); err != nil {
+	if _, err := c.call(ctx, "wait", key, actionLock, key, c.source); err != nil {
 		return err
 	}
 	return c.Unlock(context.WithoutCancel(ctx), key)

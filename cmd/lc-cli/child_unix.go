@@ -100,8 +100,16 @@ func (t *terminal) isForeground() bool {
 
 // signalGroup sends sig to the command's process group.
 func signalGroup(p *os.Process, sig os.Signal) {
-	if s, ok := sig.(syscall.Signal); ok {
-		syscall.Kill(-p.Pid, s)
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return
+	}
+	syscall.Kill(-p.Pid, s)
+	switch s {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+		// A stopped process acts on a signal only once it runs again:
+		// continue the group, as a shell's kill does for a stopped job.
+		syscall.Kill(-p.Pid, syscall.SIGCONT)
 	}
 }
 

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -289,4 +290,39 @@ func readPID(t *testing.T, path string) int {
 		return err == nil
 	})
 	return pid
+}
+
+// A command stopped by SIGSTOP still ends on a forwarded signal: the group
+// is continued after the signal, so the key is released.
+func TestStoppedCommandEndsOnSignal(t *testing.T) {
+	s := startServer(t, nil)
+	forEachMode(t, func(t *testing.T, m mode, sig syscall.Signal, name string) {
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		script := "echo $$ > " + pidFile + "; kill -STOP $$; echo resumed"
+		r := m.start(t, s.environ(), "lock", "stopped", "--", "sh", "-c", script)
+		pid := readPID(t, pidFile)
+		eventually(t, "the command to stop", func() bool { return processState(pid) == "T" })
+		r.signal(sig)
+		res := r.wait(t)
+		if res.code != exitCode(128+int(sig)) {
+			t.Errorf("exit %d, want %d", res.code, 128+int(sig))
+		}
+		if _, held := s.holders(t)["stopped"]; held {
+			t.Error("key still held when lc-cli exited")
+		}
+	})
+}
+
+// processState returns the one-letter state of pid from /proc, or "" when
+// it is gone or unreadable.
+func processState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return ""
+	}
+	return string(b[i+2])
 }
