@@ -18,6 +18,8 @@ var (
 	// ErrWithdrawn: a parked request was withdrawn before its grant, by its
 	// caller, by a departed peer or by a reset of its source.
 	ErrWithdrawn = errors.New("mutex: request withdrawn")
+	// ErrParked: Table.Result of a request that is still parked.
+	ErrParked = errors.New("mutex: request still parked")
 	// ErrJournal: the journal could not make a grant durable; the key was
 	// released again.
 	ErrJournal = errors.New("mutex: journal write failed")

@@ -170,7 +170,7 @@ func (s *Server) lock(c net.Conn, cl Claim) {
 	var b [1]byte
 	for {
 		g, p, err := s.table.Result(tk)
-		if errors.Is(err, errIncomplete) {
+		if errors.Is(err, ErrParked) {
 			_, rerr := c.Read(b[:])
 			if errors.Is(rerr, os.ErrDeadlineExceeded) {
 				continue // woken: the state has changed

@@ -234,7 +234,7 @@ func (tk *Ticket) ID() uint64 { return tk.grant.ID }
 
 // Result reports the ticket's state: the grant and its journal Pending when
 // granted, ErrWithdrawn (wrapped with the reason) when withdrawn, and
-// errIncomplete while still parked.
+// ErrParked while still parked.
 func (t *Table) Result(tk *Ticket) (Grant, Pending, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -244,7 +244,7 @@ func (t *Table) Result(tk *Ticket) (Grant, Pending, error) {
 	case ticketWithdrawn:
 		return Grant{}, nil, tk.err
 	}
-	return Grant{}, nil, errIncomplete
+	return Grant{}, nil, ErrParked
 }
 
 // Withdraw takes back a ticket whose requester has gone. A parked ticket
