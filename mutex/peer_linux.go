@@ -8,45 +8,49 @@ import (
 
 // TCP states from include/net/tcp_states.h.
 const (
-	tcpEstablished = 1
-	tcpCloseWait   = 8
+	tcpTimeWait = 6
+	tcpClose    = 7
 )
 
-// received waits for the peer to close after its '+' and reports whether
-// the '+' reached the client's program; the caller has set a read
-// deadline. A client that reads its '+' and closes sends a FIN that
-// acknowledges the byte. One that had closed before the '+' arrived sent a
-// FIN that does not cover it (and answers the late byte with a reset); one
-// that closes with the byte unread resets the connection. So: a FIN with
-// the '+' acknowledged means received; a reset, or a FIN with the '+'
-// unacknowledged, means not.
+// received ends our side of a connection whose grant's '+' was just
+// written, waits for the peer to end its side, and reports whether the '+'
+// reached the client's program; the caller has set a read deadline.
 //
-// It reads the socket's TCP state after each readiness event rather than
-// reading bytes: no system call but one getsockopt per event. A peer that
-// keeps the connection open past the deadline, or sends bytes instead of
-// closing, is taken to have received the '+'.
+// Our FIN goes out right after the '+', as it would if we simply closed.
+// A client that reads its '+' and closes answers with a FIN that
+// acknowledges everything, and the connection ends cleanly. A client that
+// closes with the '+' unread, or had closed before it arrived, answers the
+// byte with a reset, which leaves an error on the socket; a '+' the peer
+// never acknowledged means the same. A peer that keeps the connection open
+// past the deadline, or that the state cannot be read for, is taken to
+// have received the '+'.
+//
+// It reads the TCP state after each readiness event rather than reading
+// bytes.
 func received(c net.Conn) bool {
-	rc, ok := rawConn(c)
+	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return true
 	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return true
+	}
+	// It fails when a reset has already closed the connection; the state
+	// below says so.
+	tc.CloseWrite()
 	got := true
-	err := rc.Read(func(fd uintptr) bool {
+	err = rc.Read(func(fd uintptr) bool {
 		info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-		switch {
-		case err != nil:
-			return true // cannot tell: keep the grant
-		case info.State == tcpEstablished:
-			return false // wait for the peer's next move
-		case info.State == tcpCloseWait:
-			got = info.Unacked == 0
-		default:
-			got = false // reset
+		if err != nil {
+			return true
 		}
+		if info.State != tcpClose && info.State != tcpTimeWait {
+			return false // the peer has not ended its side yet
+		}
+		soErr, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
+		got = err == nil && soErr == 0 && info.Unacked == 0
 		return true
 	})
-	if err != nil {
-		return true // deadline: the client holds the connection open
-	}
-	return got
+	return err != nil || got
 }
