@@ -4,6 +4,7 @@ package mutex
 
 import (
 	"net"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,4 +22,14 @@ func resetPending(c net.Conn) bool {
 		pending = err == nil && soErr != 0
 	})
 	return pending
+}
+
+// rawConn returns the descriptor access of a TCP connection.
+func rawConn(c net.Conn) (syscall.RawConn, bool) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, false
+	}
+	rc, err := sc.SyscallConn()
+	return rc, err == nil
 }

@@ -84,9 +84,6 @@ func NewServer(t *Table, cfg ServerConfig) (*Server, error) {
 	return s, nil
 }
 
-// Table returns the server's lock table.
-func (s *Server) Table() *Table { return s.table }
-
 // Serve accepts connections on ln until ctx ends or Close is called, then
 // returns nil. It closes ln on return. Errors: ErrClosed after Close.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {

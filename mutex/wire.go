@@ -7,30 +7,29 @@ type Action byte
 
 // The five actions of the mutex port.
 const (
-	ActionLock         Action = 1
-	ActionUnlock       Action = 2
-	ActionResetKey     Action = 3
-	ActionResetSource  Action = 4
-	ActionTryLock      Action = 5
-	maxStringLen              = 127
-	maxRequestLen             = 1 + 1 + maxStringLen + 1 + maxStringLen
-	answerOK           byte   = '+'
-	answerFailed       byte   = '-'
-	answerBusy         byte   = '#'
-	actionLabelUnknown        = "unknown"
+	ActionLock        Action = 1
+	ActionUnlock      Action = 2
+	ActionResetKey    Action = 3
+	ActionResetSource Action = 4
+	ActionTryLock     Action = 5
 )
 
 // Answers on the wire, one byte each.
 const (
-	AnswerOK     = answerOK     // the operation succeeded
-	AnswerFailed = answerFailed // malformed, rejected or withdrawn
-	AnswerBusy   = answerBusy   // a try-lock found the key held
+	AnswerOK     byte = '+' // the operation succeeded
+	AnswerFailed byte = '-' // malformed, rejected or withdrawn
+	AnswerBusy   byte = '#' // a try-lock found the key held
 )
 
 // MaxKeyLen and MaxSourceLen bound the strings of a request, in bytes.
 const (
 	MaxKeyLen    = maxStringLen
 	MaxSourceLen = maxStringLen
+)
+
+const (
+	maxStringLen  = 127
+	maxRequestLen = 1 + 1 + maxStringLen + 1 + maxStringLen
 )
 
 // errIncomplete reports that a request is valid so far but needs more bytes.
@@ -50,7 +49,7 @@ func (a Action) String() string {
 	case ActionTryLock:
 		return "trylock"
 	}
-	return actionLabelUnknown
+	return "unknown"
 }
 
 // Request is one decoded mutex-port request. Key is empty for
