@@ -40,7 +40,7 @@ func NewServer(t *mutex.Table, cfg Config) *Server {
 		cfg.Timeout = DefaultTimeout
 	}
 	s := &Server{table: t, timeout: cfg.Timeout, log: serve.Discard(cfg.Logger)}
-	s.srv = serve.NewServer(s.handle, s.log)
+	s.srv = serve.NewServer(serve.Worker(s.handle), s.log)
 	return s
 }
 

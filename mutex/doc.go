@@ -19,11 +19,32 @@
 // 128..255, or bytes after a complete request make a request malformed; it
 // is answered '-' and the connection is closed.
 //
-// The request must arrive whole within Config.HeaderTimeout. A lock request
-// that cannot be granted at once parks in its key's queue with no timeout.
-// While it is parked the server watches the connection: end of stream, an
-// error or any further byte withdraws the request. A grant whose '+' cannot
-// be written, or whose peer is found gone, is undone and passes on.
+// The request must arrive whole within ServerConfig.HeaderTimeout. A lock
+// request that cannot be granted at once parks in its key's queue with no
+// timeout. While it is parked the server watches the connection: end of
+// stream, an error or any further byte withdraws the request. A grant whose
+// '+' cannot be written, or whose peer is found gone, is undone and passes
+// on.
+//
+// # Serving a connection
+//
+// Listen defers accepts until a request's bytes have arrived (Linux's
+// TCP_DEFER_ACCEPT). The accept loop then reads the request without
+// waiting, applies it to the table, and, when the answer needs no waiting
+// (an unlock, a free key, a busy try-lock), writes the answer too: most
+// connections are served start to end by the accept loop, in the order
+// they reached the server, with no goroutine handed anything. A parked
+// request, a grant waiting for the journal, and a request whose bytes are
+// still on their way go to a pool of worker goroutines.
+//
+// A grant is delivered by writing '+' and ending our side of the
+// connection (as a close would). The connection then stays open, with no
+// goroutine on it, until the client ends its side; every 10 ms a timer
+// reads the TCP state of these connections without waiting. A clean end
+// keeps the grant; a reset means the '+' was never read, and the grant is
+// undone. An unlock of the key closes its pending connection at once. When
+// a parked request is granted, the goroutine that released the key writes
+// the '+' itself, so the handoff waits for no other goroutine.
 //
 // docs/protocol.md describes the same bytes for client authors.
 //

@@ -70,11 +70,17 @@ func startServerWith(t *testing.T, table *Table, cfg ServerConfig) *testServer {
 // the channel once the server is closed.
 func serveTable(t *testing.T, table *Table, cfg ServerConfig) (*testServer, <-chan error) {
 	t.Helper()
-	srv, err := NewServer(table, cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return serveTableOn(t, table, cfg, ln)
+}
+
+// serveTableOn is serveTable on the listener ln.
+func serveTableOn(t *testing.T, table *Table, cfg ServerConfig, ln net.Listener) (*testServer, <-chan error) {
+	t.Helper()
+	srv, err := NewServer(table, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package mutex
 
 import (
 	"net"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -12,45 +13,57 @@ const (
 	tcpClose    = 7
 )
 
-// received ends our side of a connection whose grant's '+' was just
-// written, waits for the peer to end its side, and reports whether the '+'
-// reached the client's program; the caller has set a read deadline.
+// peerAnswer reads, without waiting, how the peer answered a grant's '+'
+// after our side of c was ended: settled once the peer has ended its side
+// too, and then received if the '+' reached the client's program.
 //
-// Our FIN goes out right after the '+', as it would if we simply closed.
 // A client that reads its '+' and closes answers with a FIN that
-// acknowledges everything, and the connection ends cleanly. A client that
-// closes with the '+' unread, or had closed before it arrived, answers the
-// byte with a reset, which leaves an error on the socket; a '+' the peer
-// never acknowledged means the same. A peer that keeps the connection open
-// past the deadline, or that the state cannot be read for, is taken to
-// have received the '+'.
-//
-// It reads the TCP state after each readiness event rather than reading
-// bytes.
-func received(c net.Conn) bool {
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		return true
-	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return true
-	}
-	// It fails when a reset has already closed the connection; the state
-	// below says so.
-	tc.CloseWrite()
-	got := true
-	err = rc.Read(func(fd uintptr) bool {
-		info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+// acknowledges everything, and the connection ends cleanly (TIME_WAIT or
+// CLOSE, no error, nothing unacknowledged). A client that closes with the
+// '+' unread, or had closed before it arrived, answers the byte with a
+// reset, which leaves an error on the socket. A state that cannot be read
+// (the connection was cut at shutdown) counts as received.
+func peerAnswer(c net.Conn) (settled, received bool) {
+	settled, received = true, true
+	control(c, func(fd int) {
+		info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
 		if err != nil {
-			return true
+			return
 		}
 		if info.State != tcpClose && info.State != tcpTimeWait {
-			return false // the peer has not ended its side yet
+			settled = false // the peer has not ended its side yet
+			return
 		}
-		soErr, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
-		got = err == nil && soErr == 0 && info.Unacked == 0
-		return true
+		soErr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		received = err == nil && soErr == 0 && info.Unacked == 0
 	})
-	return err != nil || got
+	return settled, received
+}
+
+// acknowledged reports whether the peer's kernel acknowledged the '+' on
+// c, for a peer that kept the connection open past the header timeout:
+// one that did is taken to have received its grant; one that did not is a
+// host that went away while parked. What may still be unacknowledged is
+// the '+' and our FIN, or the FIN alone.
+func acknowledged(c net.Conn) bool {
+	acked := true
+	control(c, func(fd int) {
+		if queued, err := unix.IoctlGetInt(fd, unix.SIOCOUTQ); err == nil && queued > 1 {
+			acked = false
+		}
+	})
+	return acked
+}
+
+// control runs f on c's descriptor, unless c is closed or not a socket.
+func control(c net.Conn, f func(fd int)) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Control(func(fd uintptr) { f(int(fd)) })
 }

@@ -3,9 +3,11 @@ package mutex
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/locking-center/locking-center/internal/serve"
@@ -47,9 +49,11 @@ func answerBytes(a byte) []byte {
 
 // ServerConfig configures a Server.
 type ServerConfig struct {
-	// HeaderTimeout bounds the time for a request's bytes to arrive, and
-	// the time a granted client has to close after its '+'. Zero means
-	// DefaultHeaderTimeout (10 s). It never applies to a parked request.
+	// HeaderTimeout bounds the time for a request's bytes to arrive once
+	// the connection is accepted (a listener from Listen holds a silent
+	// connection for about a second before that), and the time a granted
+	// client has to close after its '+'. Zero means DefaultHeaderTimeout
+	// (10 s). It never applies to a parked request.
 	HeaderTimeout time.Duration
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
@@ -65,10 +69,11 @@ func (c ServerConfig) Validate() error {
 
 // Server answers the mutex port from a Table.
 type Server struct {
-	table   *Table
-	timeout time.Duration
-	log     *slog.Logger
-	srv     *serve.Server
+	table      *Table
+	timeout    time.Duration
+	log        *slog.Logger
+	srv        *serve.Server
+	deliveries *deliveries
 }
 
 // NewServer returns a server for t. It serves nothing until Serve.
@@ -80,7 +85,10 @@ func NewServer(t *Table, cfg ServerConfig) (*Server, error) {
 		cfg.HeaderTimeout = DefaultHeaderTimeout
 	}
 	s := &Server{table: t, timeout: cfg.HeaderTimeout, log: serve.Discard(cfg.Logger)}
-	s.srv = serve.NewServer(s.handle, s.log)
+	s.srv = serve.NewServer(s.open, s.log)
+	s.deliveries = newDeliveries(t, cfg.HeaderTimeout, s.srv.Finish, func(g Grant) {
+		s.log.Debug("grant not received, passed on", slog.String(logRemote, g.RemoteAddr))
+	})
 	return s, nil
 }
 
@@ -99,37 +107,105 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // to call more than once.
 func (s *Server) Close() error {
 	s.srv.Close()
+	s.deliveries.stop()
 	return nil
 }
 
-// handle serves one connection: one request, one answer. The caller
-// closes c.
-func (s *Server) handle(c net.Conn) {
+// open starts the service of c in the accept loop, in accept order. When
+// the whole request has already arrived (with Listen, nearly always), it is
+// read and applied to the table there, so requests enter the table in the
+// order they reached the server and not in the order goroutines happen to
+// run; and when answering takes no waiting (an unlock, a grant that needs
+// no journal write, a busy try-lock) it is answered there too, with no
+// goroutine handed the connection. What must wait (a parked request, the
+// journal, a request still on its way, which is read under the header
+// timeout) is returned as work for a worker. See serve.ServerOpener.
+func (s *Server) open(c net.Conn) (work func() bool, keep bool) {
+	var buf [maxRequestLen + 1]byte
+	n, err := readNow(c, buf[:])
+	if err != nil {
+		return nil, false // gone already
+	}
+	req, used, derr := DecodeRequest(buf[:n])
+	switch {
+	case derr == nil && used == n:
+		return s.serve(c, req, false)
+	case derr == nil || !errors.Is(derr, errIncomplete):
+		c.Write(answerFailedBytes)
+		return nil, false
+	}
+	got := string(buf[:n])
+	return func() bool { return s.handle(c, got) }, false
+}
+
+// handle serves, in a worker, a connection whose request had not all
+// arrived at accept time; got holds the bytes that had. It reports whether
+// c stays open.
+func (s *Server) handle(c net.Conn, got string) bool {
 	c.SetReadDeadline(time.Now().Add(s.timeout))
-	req, err := readRequest(c)
+	req, err := readRequest(c, got)
 	if err != nil {
 		if errors.Is(err, ErrMalformed) {
 			c.Write(answerFailedBytes)
 		}
-		return
+		return false
 	}
+	work, keep := s.serve(c, req, true)
+	if work != nil {
+		return work()
+	}
+	return keep
+}
+
+// serve applies req to the table and answers it if that takes no waiting;
+// otherwise it returns the work that waits and answers. keep tells, when
+// there is no work left, whether c stays open. deadline tells whether c
+// has a read deadline set.
+func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool, keep bool) {
 	switch req.Action {
 	case ActionLock:
-		s.lock(c, s.claim(c, req))
+		w := &waiter{s: s, c: c}
+		tk := s.table.Enqueue(s.claim(c, req), w.wake)
+		if tk.Done() == nil {
+			return s.grant(c, tk.grant, tk.pending)
+		}
+		return func() bool { return s.park(w, tk, deadline) }, false
 	case ActionTryLock:
 		g, p, err := s.table.TryLock(s.claim(c, req))
 		if err != nil {
 			c.Write(answerBytes(answerFor(err)))
-			return
+			return nil, false
 		}
-		s.deliver(c, g, p)
+		return s.grant(c, g, p)
 	case ActionUnlock, ActionResetKey:
-		p := s.table.Release(req.Key)
-		s.answerRelease(c, p)
-	case ActionResetSource:
+		ended, p := s.table.Unlock(req.Key)
+		// The ended grant's client need no longer be heard from.
+		if held, ok := s.deliveries.take(ended); ok {
+			s.srv.Finish(held)
+		}
+		if p == nil {
+			c.Write(answerOKBytes)
+			return nil, false
+		}
+		return func() bool {
+			s.answerRelease(c, p)
+			return false
+		}, false
+	}
+	return func() bool { // ActionResetSource walks the whole table: not in the accept loop
 		_, _, p := s.table.ResetSource(req.Source)
 		s.answerRelease(c, p)
+		return false
+	}, false
+}
+
+// grant delivers a grant at once when it needs no journal wait, and
+// otherwise returns the work that waits for the journal and delivers it.
+func (s *Server) grant(c net.Conn, g Grant, p Pending) (work func() bool, keep bool) {
+	if p != nil {
+		return func() bool { return s.deliver(c, g, p) }, false
 	}
+	return nil, s.deliver(c, g, nil)
 }
 
 // answerRelease answers '+' once the release is durable. A release whose
@@ -154,16 +230,75 @@ func (s *Server) claim(c net.Conn, req Request) Claim {
 	return Claim{Key: req.Key, Source: source, RemoteAddr: remote}
 }
 
-// lock serves a blocking lock: grant at once, or park and watch c.
-func (s *Server) lock(c net.Conn, cl Claim) {
-	tk := s.table.Enqueue(cl, func() { c.SetReadDeadline(aLongTimeAgo) })
-	if tk.Done() == nil {
-		s.deliver(c, tk.grant, tk.pending)
-		return
+// Who writes a parked request's '+', and how it went.
+const (
+	plusUnsent  = iota // nobody yet
+	plusWritten        // the granting goroutine wrote it and called await
+	plusFailed         // the granting goroutine could not write it
+	plusWaiter         // the waiter's own goroutine answers
+)
+
+// waiter is a parked lock request's connection.
+type waiter struct {
+	s *Server
+	c net.Conn
+
+	mu   sync.Mutex
+	plus int  // plusUnsent, plusWritten, plusFailed or plusWaiter
+	kept bool // with plusWritten: c is with the deliveries
+}
+
+// wake runs in the goroutine that granted or withdrew the ticket, once
+// the table's lock is free. A grant that needs no journal wait is
+// delivered right there (see await): the next holder learns of its grant
+// without waiting for its own goroutine to be scheduled. Then the waiter's
+// goroutine is woken from its read.
+func (w *waiter) wake(tk *Ticket) {
+	if g, p, err := w.s.table.Result(tk); err == nil && p == nil {
+		w.mu.Lock()
+		if w.plus == plusUnsent {
+			w.plus = plusFailed
+			if writeGrant(w.c) {
+				w.plus = plusWritten
+				w.kept = w.s.await(w.c, g)
+			}
+		}
+		w.mu.Unlock()
 	}
-	// No timeout while parked. Clearing the header deadline could undo a
-	// wake that came first, so the state is checked before every read.
-	c.SetReadDeadline(time.Time{})
+	w.c.SetReadDeadline(aLongTimeAgo)
+}
+
+// isKept reports whether the granting goroutine left c with the
+// deliveries.
+func (w *waiter) isKept() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.kept
+}
+
+// answer makes the waiter's goroutine the one that answers, unless the
+// '+' was already written or tried; it returns the state it found.
+func (w *waiter) answer() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	found := w.plus
+	if found == plusUnsent {
+		w.plus = plusWaiter
+	}
+	return found
+}
+
+// park watches a parked request's connection until the request is granted
+// or withdrawn, and answers it. It reports whether c stays open.
+func (s *Server) park(w *waiter, tk *Ticket, deadline bool) bool {
+	c := w.c
+	if deadline {
+		// No timeout while parked. Clearing the header deadline could undo
+		// a wake that came first, so the state is checked before every
+		// read.
+		c.SetReadDeadline(time.Time{})
+	}
+	keepAlive(c)
 	var b [1]byte
 	for {
 		g, p, err := s.table.Result(tk)
@@ -172,56 +307,110 @@ func (s *Server) lock(c net.Conn, cl Claim) {
 			if errors.Is(rerr, os.ErrDeadlineExceeded) {
 				continue // woken: the state has changed
 			}
-			// The peer left, failed, or sent bytes it must not send; a
-			// grant that raced the read is passed on.
+			// The peer left, failed, or sent bytes it must not send.
+			if found := w.answer(); found != plusUnsent {
+				// Granted in the meantime, and its '+' written or tried.
+				// A read that failed has taken the socket's error, which
+				// tells the deliveries that the '+' was not received: it
+				// is reported to them here.
+				if found == plusWritten && readFailed(rerr) {
+					g, _, _ := s.table.Result(tk)
+					s.deliveries.lost(g)
+				}
+				continue
+			}
+			// A grant that raced the read is passed on.
 			if granted, _ := s.table.Withdraw(tk); !granted && rerr == nil {
 				c.Write(answerFailedBytes)
 			}
-			s.log.Debug("parked request withdrawn", slog.String(logRemote, cl.RemoteAddr), slog.Any(logError, rerr))
-			return
+			s.log.Debug("parked request withdrawn", slog.String(logRemote, tk.grant.RemoteAddr), slog.Any(logError, rerr))
+			return false
 		}
 		if err != nil {
 			c.Write(answerFailedBytes) // withdrawn by a reset of its source
-			return
+			return false
 		}
-		s.deliver(c, g, p)
-		return
+		switch w.answer() {
+		case plusUnsent:
+			return s.deliver(c, g, p)
+		case plusWritten:
+			return w.isKept()
+		}
+		s.table.ReleaseGrant(g) // plusFailed
+		return false
 	}
 }
 
-// deliver answers a grant with '+' once it is durable. A grant that cannot
-// be made durable is answered '-' and undone; so is one whose '+' cannot be
-// written.
-//
-// It then waits for the peer to close, to learn whether the '+' reached the
-// client's program. A client that gave up in the same instant (its
-// deadline fired, its context was cancelled) closes with the '+' unread or
-// before it arrived; the grant is undone and the key passes on, instead of
-// staying with a client that believes it failed.
-func (s *Server) deliver(c net.Conn, g Grant, p Pending) {
+// deliver answers a grant with '+' once it is durable; it blocks only for
+// a journal Pending. A grant that cannot be made durable is answered '-'
+// and undone; so is one whose '+' cannot be written. It reports whether c
+// stays open (see await).
+func (s *Server) deliver(c net.Conn, g Grant, p Pending) bool {
 	if err := waitPending(p); err != nil {
 		s.table.ReleaseGrant(g)
 		c.Write(answerFailedBytes)
 		s.log.Warn("grant not durable, released", slog.Any(logError, err))
-		return
+		return false
 	}
-	if _, err := c.Write(answerOKBytes); err != nil {
+	if !writeGrant(c) {
 		s.table.ReleaseGrant(g)
-		return
+		return false
 	}
-	c.SetReadDeadline(time.Now().Add(s.timeout))
-	if !received(c) {
-		s.table.ReleaseGrant(g)
-		s.log.Debug("grant not received, passed on", slog.String(logRemote, g.RemoteAddr))
+	return s.await(c, g)
+}
+
+// await ends our side of c after its grant's '+', as closing would, and
+// leaves c with the deliveries, to learn whether the '+' reached the
+// client's program. A client that gave up in the same instant (its
+// deadline fired, its context was cancelled) closes with the '+' unread or
+// before it arrived; the grant is then undone and the key passes on,
+// instead of staying with a client that believes it failed. It reports
+// whether c stays open.
+func (s *Server) await(c net.Conn, g Grant) bool {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return false
+	}
+	tc.CloseWrite()
+	s.deliveries.add(c, g)
+	return true
+}
+
+// parkedKeepAlive is the TCP keep-alive of a parked connection: the
+// kernel's probes find a peer whose host went away without closing (power
+// loss, a cut cable), whose request is then withdrawn. The values are Go's
+// defaults: the first probe after 15 s idle, then every 15 s, and the peer
+// is declared gone after 9 unanswered probes (2.5 minutes in all).
+var parkedKeepAlive = net.KeepAliveConfig{Enable: true}
+
+// keepAlive turns on TCP keep-alive on a parked connection. Only a parked
+// connection stays open for long, so Listen turns keep-alive off and the
+// system calls are spent on the connections that need them.
+func keepAlive(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetKeepAliveConfig(parkedKeepAlive)
 	}
 }
 
-// readRequest reads one whole request from c. Errors: ErrMalformed for
-// bytes the protocol does not allow (the caller answers '-'), any other for
-// a read that could not complete (the caller drops the connection).
-func readRequest(c net.Conn) (Request, error) {
+// readFailed tells a read error that is neither the peer's clean close nor our
+// own: a reset, or a peer found gone.
+func readFailed(err error) bool {
+	return err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed)
+}
+
+// writeGrant writes a grant's '+' to c and reports whether it was written.
+func writeGrant(c net.Conn) bool {
+	_, err := c.Write(answerOKBytes)
+	return err == nil
+}
+
+// readRequest reads one whole request from c, after the bytes got that
+// have already arrived. Errors: ErrMalformed for bytes the protocol does
+// not allow (the caller answers '-'), any other for a read that could not
+// complete (the caller drops the connection).
+func readRequest(c net.Conn, got string) (Request, error) {
 	var buf [maxRequestLen + 1]byte
-	n := 0
+	n := copy(buf[:], got)
 	for {
 		m, err := c.Read(buf[n:])
 		n += m

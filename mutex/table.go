@@ -48,6 +48,7 @@ type Table struct {
 	now     func() time.Time
 	epoch   time.Time // grant times are kept as offsets from it
 	stats   stats
+	woken   []*Ticket // tickets whose wake is due once mu is released
 }
 
 // entry is one key with a holder, waiters, or both. A held key with no
@@ -92,7 +93,7 @@ type Ticket struct {
 	err      error   // reason for withdrawal
 	pending  Pending // the journal's promise for the grant
 	done     chan struct{}
-	wake     func()
+	wake     func(*Ticket)
 	prev     *Ticket
 	next     *Ticket
 }
@@ -166,10 +167,12 @@ func (t *Table) TryLock(c Claim) (Grant, Pending, error) {
 }
 
 // Enqueue asks for c.Key. When the key is free the ticket is granted at
-// once; otherwise it parks at the tail of the key's queue. wake, if not nil,
-// is called (with the table's lock held, so it must not block or call the
-// table) when a parked ticket is granted or withdrawn; Done reports the same.
-func (t *Table) Enqueue(c Claim, wake func()) *Ticket {
+// once; otherwise it parks at the tail of the key's queue. When a parked
+// ticket is granted or withdrawn, Done reports it and wake, if not nil, is
+// called with the ticket once, by the goroutine whose call did it, after
+// the table's lock is released; wake may call the table but should not
+// block for long, as that call waits for it.
+func (t *Table) Enqueue(c Claim, wake func(*Ticket)) *Ticket {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
@@ -253,7 +256,7 @@ func (t *Table) Result(tk *Ticket) (Grant, Pending, error) {
 // ticket had been granted, and returns the Pending of any release.
 func (t *Table) Withdraw(tk *Ticket) (granted bool, p Pending) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlockAndWake()
 	switch tk.state {
 	case ticketQueued:
 		t.withdrawLocked(tk, ErrWithdrawn)
@@ -294,7 +297,19 @@ func (t *Table) withdrawLocked(tk *Ticket, reason error) {
 func (t *Table) signalLocked(tk *Ticket) {
 	tk.done <- struct{}{}
 	if tk.wake != nil {
-		tk.wake()
+		t.woken = append(t.woken, tk)
+	}
+}
+
+// unlockAndWake releases the table's lock, then calls the wake functions
+// of the tickets granted or withdrawn while it was held, in that order.
+func (t *Table) unlockAndWake() {
+	woken := t.woken
+	t.woken = nil
+	t.mu.Unlock()
+	for i, tk := range woken {
+		tk.wake(tk)
+		woken[i] = nil
 	}
 }
 
@@ -308,13 +323,21 @@ func (t *Table) dropIfIdleLocked(key string, e *entry) {
 // key to the first waiter. Releasing a free key changes nothing and returns
 // nil. The Pending reports when the release is durable.
 func (t *Table) Release(key string) Pending {
+	_, p := t.Unlock(key)
+	return p
+}
+
+// Unlock is Release, and also returns the request id of the grant it
+// ended, or 0 when the key was free.
+func (t *Table) Unlock(key string) (ended uint64, p Pending) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlockAndWake()
 	e := t.keys[key]
 	if e == nil || e.holder.id == 0 {
-		return nil
+		return 0, nil
 	}
-	return t.releaseLocked(key, e)
+	ended = e.holder.id
+	return ended, t.releaseLocked(key, e)
 }
 
 // ReleaseGrant releases g only if it is still the key's grant in force; a
@@ -322,7 +345,7 @@ func (t *Table) Release(key string) Pending {
 // could not be delivered or whose journal write failed.
 func (t *Table) ReleaseGrant(g Grant) Pending {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlockAndWake()
 	return t.releaseIfLocked(g)
 }
 
@@ -378,7 +401,7 @@ func (t *Table) ResetKey(key string) Pending { return t.Release(key) }
 // Pending of the last release.
 func (t *Table) ResetSource(source string) (released, withdrawn int, p Pending) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlockAndWake()
 	for _, tk := range t.parked {
 		if tk.grant.Source == source {
 			t.withdrawLocked(tk, ErrWithdrawn)

@@ -50,7 +50,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	})))
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: metricsIdleTimeout}
 
-	lns, err := listenAll(cfg.BindAddress, cfg.ManagerAddress, cfg.MetricsAddress)
+	lns, err := listenAll(
+		binding{cfg.BindAddress, mutex.Listen},
+		binding{cfg.ManagerAddress, listenConfig.Listen},
+		binding{cfg.MetricsAddress, listenConfig.Listen})
 	if err != nil {
 		return &exitError{code: exitRuntime, err: err}
 	}
@@ -105,17 +108,28 @@ func ignore(err, target error) error {
 	return err
 }
 
-// listenAll binds the three addresses, or none: a failure closes those
-// already bound.
-func listenAll(addrs ...string) ([]net.Listener, error) {
-	lns := make([]net.Listener, 0, len(addrs))
-	for _, a := range addrs {
-		ln, err := net.Listen("tcp", a)
+// listenConfig is how the manager and metrics ports listen: without TCP
+// keep-alive, as a request there is over in a moment (the metrics server
+// closes idle keep-alive connections of its own).
+var listenConfig = net.ListenConfig{KeepAlive: -1}
+
+// binding is an address and how to listen on it.
+type binding struct {
+	addr   string
+	listen func(ctx context.Context, network, address string) (net.Listener, error)
+}
+
+// listenAll binds every address, or none: a failure closes those already
+// bound.
+func listenAll(bs ...binding) ([]net.Listener, error) {
+	lns := make([]net.Listener, 0, len(bs))
+	for _, b := range bs {
+		ln, err := b.listen(context.Background(), "tcp", b.addr)
 		if err != nil {
 			for _, l := range lns {
 				l.Close()
 			}
-			return nil, fmt.Errorf("listen on %s: %w", a, err)
+			return nil, fmt.Errorf("listen on %s: %w", b.addr, err)
 		}
 		lns = append(lns, ln)
 	}

@@ -45,6 +45,8 @@ var (
 	only     = flag.String("only", "throughput,hotkey,memory", "comma-separated parts to run")
 	heldKeys = flag.Int("held-keys", 1_000_000, "held keys for the memory figure")
 	waiters  = flag.Int("waiters", 10_000, "parked waiters for the memory figure")
+	lcdPath  = flag.String("lcd", "", "an lcd binary to measure instead of one built from ./cmd/lcd")
+	hotList  = flag.String("hot-clients", "16,64", "comma-separated client counts of the hot-key rounds")
 )
 
 // lcdLogLevel is the LOG_LEVEL of the lcd under measurement.
@@ -60,9 +62,21 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 	lcd, floor := filepath.Join(dir, "lcd"), filepath.Join(dir, "floor")
-	build(lcd, "./cmd/lcd")
+	if *lcdPath != "" {
+		lcd = *lcdPath
+	} else {
+		build(lcd, "./cmd/lcd")
+	}
 	build(floor, "./internal/bench/floor")
 
+	hotClients = nil
+	for _, f := range strings.Split(*hotList, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 2 {
+			log.Fatalf("-hot-clients: %q is not a client count of 2 or more", f)
+		}
+		hotClients = append(hotClients, n)
+	}
 	parts := strings.Split(*only, ",")
 	fmt.Printf("# Benchmark run %s, %d CPUs, round %v x %d\n\n", time.Now().UTC().Format(time.RFC3339), numCPU(), *duration, *rounds)
 	if slices.Contains(parts, "throughput") {
@@ -313,68 +327,115 @@ func hotKey(lcdBin string) {
 	defer lcd.stop()
 	fmt.Println("## One hot key")
 	fmt.Println()
-	fmt.Println("| clients | cycles/s | min cycles per client | max cycles per client | most grants to others during one wait | handoff p50 µs | handoff p90 µs | handoff p99 µs |")
-	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|")
-	for _, clients := range []int{16, 64} {
-		var stop atomic.Bool
-		var lastUnlock atomic.Int64 // ns since start when the last unlock was sent
-		// grants counts '+' answers; a waiter that sees more than
-		// clients-1 grants to others (one more for a grant counted late)
-		// between its lock request being written and its own '+' was
-		// overtaken by a request that came after it.
-		var grants, overtaken atomic.Int64
-		var mu sync.Mutex
-		var handoffs []float64
-		counts := make([]int, clients)
-		var start time.Time
-		begin := make(chan struct{}) // every client starts together
-		var wg sync.WaitGroup
-		for i := range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-begin
-				lock := mutex.Request{Action: mutex.ActionLock, Key: "hot", Source: "c" + strconv.Itoa(i)}
-				unlock := mutex.Request{Action: mutex.ActionUnlock, Key: "hot"}
-				var local []float64
-				for !stop.Load() {
-					var before int64
-					if a, err := requestThen(lcd.addr, lock, func() { before = grants.Load() }); err != nil || a != mutex.AnswerOK {
-						log.Fatalf("lock: %q %v", a, err)
-					}
-					if others := grants.Add(1) - before - 1; others > overtaken.Load() {
-						overtaken.Store(others) // a benign race: only this figure's maximum
-					}
-					if sent := lastUnlock.Load(); sent != 0 {
-						local = append(local, float64(time.Since(start).Nanoseconds()-sent)/1e3)
-					}
-					counts[i]++
-					lastUnlock.Store(time.Since(start).Nanoseconds())
-					if a, err := request(lcd.addr, unlock); err != nil || a != mutex.AnswerOK {
-						log.Fatalf("unlock: %q %v", a, err)
-					}
-				}
-				mu.Lock()
-				handoffs = append(handoffs, local...)
-				mu.Unlock()
-			}()
+	fmt.Println("| clients | next request sent | cycles/s | min cycles per client | max cycles per client | most grants to others during one wait | handoff p50 µs | handoff p90 µs | handoff p99 µs |")
+	fmt.Println("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, clients := range hotClients {
+		for _, queued := range []bool{false, true} {
+			hotKeyRound(lcd, clients, queued)
 		}
-		start = time.Now()
-		close(begin)
-		time.Sleep(*duration)
-		stop.Store(true)
-		wg.Wait()
-		elapsed := time.Since(start)
-		total := 0
-		for _, c := range counts {
-			total += c
-		}
-		slices.Sort(handoffs)
-		pct := func(p float64) float64 { return handoffs[int(p*float64(len(handoffs)-1))] }
-		fmt.Printf("| %d | %.0f | %d | %d | %d | %.0f | %.0f | %.0f |\n", clients, float64(total)/elapsed.Seconds(),
-			slices.Min(counts), slices.Max(counts), overtaken.Load(), pct(0.5), pct(0.9), pct(0.99))
 	}
 	fmt.Println()
+}
+
+// hotClients are the client counts of the hot-key rounds.
+var hotClients = []int{16, 64}
+
+// hotKeyRound runs clients on one key for one round. A client sends its
+// next lock request after its unlock was answered, or, when queued, while
+// it still holds the key, just before its unlock: then it is never absent
+// from the queue, and strict FIFO gives every client the same number of
+// cycles (within one) however the clients are scheduled.
+func hotKeyRound(lcd *server, clients int, queued bool) {
+	var stop atomic.Bool
+	var lastUnlock atomic.Int64 // ns since origin when the last unlock was sent
+	// grants counts '+' answers; a waiter that sees more than clients-1
+	// grants to others (one more for a grant counted late) between its
+	// lock request being written and its own '+' was overtaken by a
+	// request that came after it.
+	var grants, overtaken atomic.Int64
+	var mu sync.Mutex
+	var handoffs []float64
+	counts := make([]int, clients)
+	// A starter holds the key until every client's first request is
+	// parked, so that all start in the queue.
+	unlock := mutex.Request{Action: mutex.ActionUnlock, Key: "hot"}
+	if a, err := request(lcd.addr, mutex.Request{Action: mutex.ActionLock, Key: "hot", Source: "starter"}); err != nil || a != mutex.AnswerOK {
+		log.Fatalf("starter: %q %v", a, err)
+	}
+	origin := time.Now() // lastUnlock and the clients' clocks count from it
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lock := mutex.AppendRequest(nil, mutex.Request{Action: mutex.ActionLock, Key: "hot", Source: "c" + strconv.Itoa(i)})
+			var local []float64
+			send := func() (net.Conn, int64) {
+				c, err := net.Dial("tcp", lcd.addr)
+				if err != nil {
+					log.Fatal(err)
+				}
+				if _, err := c.Write(lock); err != nil {
+					log.Fatal(err)
+				}
+				return c, grants.Load()
+			}
+			c, before := send()
+			for {
+				var b [1]byte
+				if _, err := io.ReadFull(c, b[:]); err != nil || b[0] != mutex.AnswerOK {
+					log.Fatalf("lock: %q %v", b[0], err)
+				}
+				c.Close()
+				if others := grants.Add(1) - before - 1; others > overtaken.Load() {
+					overtaken.Store(others) // a benign race: only this figure's maximum
+				}
+				if sent := lastUnlock.Load(); sent != 0 {
+					local = append(local, float64(time.Since(origin).Nanoseconds()-sent)/1e3)
+				}
+				counts[i]++
+				done := stop.Load()
+				if queued && !done {
+					c, before = send()
+				}
+				lastUnlock.Store(time.Since(origin).Nanoseconds())
+				if a, err := request(lcd.addr, unlock); err != nil || a != mutex.AnswerOK {
+					log.Fatalf("unlock: %q %v", a, err)
+				}
+				if done {
+					break
+				}
+				if !queued {
+					c, before = send()
+				}
+			}
+			mu.Lock()
+			handoffs = append(handoffs, local...)
+			mu.Unlock()
+		}()
+	}
+	waitMetric(lcd.metrics, "locking_center_waiters", clients)
+	start := time.Now()
+	lastUnlock.Store(time.Since(origin).Nanoseconds())
+	if a, err := request(lcd.addr, unlock); err != nil || a != mutex.AnswerOK {
+		log.Fatalf("starter's unlock: %q %v", a, err)
+	}
+	time.Sleep(*duration)
+	stop.Store(true)
+	wg.Wait()
+	elapsed := time.Since(start)
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	slices.Sort(handoffs)
+	pct := func(p float64) float64 { return handoffs[int(p*float64(len(handoffs)-1))] }
+	when := "after its unlock"
+	if queued {
+		when = "before its unlock"
+	}
+	fmt.Printf("| %d | %s | %.0f | %d | %d | %d | %.0f | %.0f | %.0f |\n", clients, when, float64(total)/elapsed.Seconds(),
+		slices.Min(counts), slices.Max(counts), overtaken.Load(), pct(0.5), pct(0.9), pct(0.99))
 }
 
 func memory(lcdBin string) {

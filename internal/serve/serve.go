@@ -105,31 +105,56 @@ func (s *Conns) CloseAll() {
 // workerIdle is how often idle workers are told to end.
 const workerIdle = time.Second
 
-// Accept accepts connections on ln until ln is closed, and runs handle for
-// each. A connection goes to an idle worker when one waits, and otherwise
-// to a new worker started in g; a connection that g refuses is closed. A
-// worker serves connection after connection. Once a second, every worker
-// idle at that moment is told to end, so an idle pool is gone within a
-// second or so; under load a few workers end and are started again.
-// Reusing workers keeps the stacks they have grown, which a fresh
-// goroutine would grow again on every connection, and no timer is touched
-// per connection.
+// An Opener starts the service of a connection. Accept calls it in its own
+// goroutine, one connection after another in the order they were
+// accepted, so it must not block; it does there what must follow that
+// order, and returns the rest of the work, which runs in a worker
+// goroutine. It returns nil when nothing is left to do.
+type Opener func(net.Conn) func()
+
+// A ServerOpener is how a Server starts a connection, in the accept loop
+// as an Opener does. It may finish the connection's service there and
+// return no work; otherwise its work runs in a worker. Either reports
+// whether the connection stays open (keep): its owner then ends it with
+// Server.Finish; otherwise the Server closes it.
+type ServerOpener func(net.Conn) (work func() (keep bool), keep bool)
+
+// Worker returns the ServerOpener that does all of handle's work in a
+// worker; the connection is closed when handle returns.
+func Worker(handle func(net.Conn)) ServerOpener {
+	return func(c net.Conn) (func() bool, bool) {
+		return func() bool {
+			handle(c)
+			return false
+		}, false
+	}
+}
+
+// Accept accepts connections on ln until ln is closed, calls open for each
+// in accept order, and runs the work open returns. The work goes to an
+// idle worker when one waits, and otherwise to a new worker started in g;
+// a connection that g refuses is closed. A worker serves one piece of work
+// after another. Once a second, every worker idle at that moment is told
+// to end, so an idle pool is gone within a second or so; under load a few
+// workers end and are started again. Reusing workers keeps the stacks
+// they have grown, which a fresh goroutine would grow again on every
+// connection, and no timer is touched per connection.
 //
 // After a failed accept other than a closed listener it waits, doubling
 // from 5 ms to 1 s, and tries again. It returns nil once ln is closed.
-func Accept(ln net.Listener, g *Group, log *slog.Logger, handle func(net.Conn)) error {
+func Accept(ln net.Listener, g *Group, log *slog.Logger, open Opener) error {
 	log = Discard(log)
-	work := make(chan net.Conn)
+	work := make(chan func())
 	quit := make(chan struct{})
 	done := make(chan struct{})
 	defer close(done)
 	var idle atomic.Int64
-	worker := func(c net.Conn) {
+	worker := func(f func()) {
 		for {
-			handle(c)
+			f()
 			idle.Add(1)
 			select {
-			case c = <-work:
+			case f = <-work:
 				idle.Add(-1)
 			case <-quit:
 				idle.Add(-1)
@@ -171,10 +196,14 @@ func Accept(ln net.Listener, g *Group, log *slog.Logger, handle func(net.Conn)) 
 			continue
 		}
 		delay = 0
+		f := open(c)
+		if f == nil {
+			continue
+		}
 		select {
-		case work <- c:
+		case work <- f:
 		default:
-			if !g.Go(func() { worker(c) }) {
+			if !g.Go(func() { worker(f) }) {
 				c.Close()
 			}
 		}
@@ -185,23 +214,30 @@ func Accept(ln net.Listener, g *Group, log *slog.Logger, handle func(net.Conn)) 
 var ErrClosed = errors.New("serve: closed")
 
 // Server is the life cycle every port of lcd shares: it serves any number
-// of listeners with one handler, tracks each open connection, and on Close
+// of listeners with one ServerOpener, tracks each open connection, and on Close
 // stops the listeners, cuts the connections and waits for its goroutines.
 type Server struct {
-	handle func(net.Conn)
-	log    *slog.Logger
-	group  Group
-	conns  Conns
+	open  ServerOpener
+	log   *slog.Logger
+	group Group
+	conns Conns
 
 	mu        sync.Mutex
 	listeners []net.Listener
 	closed    bool
 }
 
-// NewServer returns a server that runs handle for each connection; handle
-// need not close it. A nil log discards.
-func NewServer(handle func(net.Conn), log *slog.Logger) *Server {
-	return &Server{handle: handle, log: Discard(log)}
+// NewServer returns a server that opens each connection with open; the
+// server closes the connection once the work open returned has run,
+// unless the work keeps it. A nil log discards.
+func NewServer(open ServerOpener, log *slog.Logger) *Server {
+	return &Server{open: open, log: Discard(log)}
+}
+
+// Finish closes c, a connection the work kept open, and stops tracking it.
+func (s *Server) Finish(c net.Conn) {
+	s.conns.Remove(c)
+	c.Close()
 }
 
 // Serve accepts connections on ln until ctx ends or Close is called, then
@@ -218,19 +254,32 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	defer ln.Close()
-	return Accept(ln, &s.group, s.log, s.serveConn)
+	return Accept(ln, &s.group, s.log, s.openConn)
 }
 
-func (s *Server) serveConn(c net.Conn) {
+// openConn tracks c, opens it, and returns the work left, which closes c
+// unless it keeps it open.
+func (s *Server) openConn(c net.Conn) func() {
 	if !s.conns.Add(c) {
 		c.Close()
-		return
+		return nil
 	}
-	defer func() {
-		s.conns.Remove(c)
-		c.Close()
-	}()
-	s.handle(c)
+	f, keep := s.open(c)
+	if f == nil {
+		if !keep {
+			s.Finish(c)
+		}
+		return nil
+	}
+	return func() {
+		keep := false
+		defer func() {
+			if !keep {
+				s.Finish(c)
+			}
+		}()
+		keep = f()
+	}
 }
 
 // Close stops every listener, cuts every open connection and waits for the

@@ -1,12 +1,17 @@
 package serve
 
 import (
+	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
+	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -83,14 +88,19 @@ func TestAcceptRetriesAndServesEveryConn(t *testing.T) {
 		l.conns = append(l.conns, a)
 		peers = append(peers, b)
 	}
+	accepted := slices.Clone(l.conns)
 	var g Group
 	var handled atomic.Int32
 	var wg sync.WaitGroup
 	wg.Add(n)
-	err := Accept(l, &g, slog.New(slog.DiscardHandler), func(c net.Conn) {
-		handled.Add(1)
-		c.Close()
-		wg.Done()
+	var opened []net.Conn // by the accept loop alone
+	err := Accept(l, &g, slog.New(slog.DiscardHandler), func(c net.Conn) func() {
+		opened = append(opened, c)
+		return func() {
+			handled.Add(1)
+			c.Close()
+			wg.Done()
+		}
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +110,9 @@ func TestAcceptRetriesAndServesEveryConn(t *testing.T) {
 	g.Wait() // workers end once Accept has returned
 	if handled.Load() != n {
 		t.Fatalf("handled %d of %d", handled.Load(), n)
+	}
+	if !slices.Equal(opened, accepted) {
+		t.Fatal("connections opened out of accept order")
 	}
 	for _, p := range peers {
 		p.Close()
@@ -112,8 +125,69 @@ func TestAcceptClosesConnsAGroupRefuses(t *testing.T) {
 	l := &flakyListener{conns: []net.Conn{a}}
 	var g Group
 	g.Close()
-	Accept(l, &g, nil, func(net.Conn) { t.Error("handled on a closed group") })
+	Accept(l, &g, nil, func(net.Conn) func() {
+		return func() { t.Error("handled on a closed group") }
+	})
 	if _, err := a.Write([]byte{1}); err == nil {
 		t.Fatal("refused conn left open")
+	}
+}
+
+// A Server closes a connection whose work is done, in the accept loop or
+// in a worker, unless the work keeps it; Finish then closes it.
+func TestServerKeepAndFinish(t *testing.T) {
+	kept := make(chan net.Conn, 1)
+	s := NewServer(func(c net.Conn) (func() bool, bool) {
+		var b [1]byte
+		c.Read(b[:])
+		switch b[0] {
+		case 'a': // done in the accept loop, closed
+			return nil, false
+		case 'k': // done in the accept loop, kept
+			kept <- c
+			return nil, true
+		}
+		return func() bool { return false }, false // done in a worker, closed
+	}, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(context.Background(), ln) }()
+	defer func() {
+		s.Close()
+		<-done
+	}()
+	closed := func(c net.Conn) bool {
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, err := c.Read(make([]byte, 1))
+		return errors.Is(err, io.EOF)
+	}
+	for _, b := range []byte{'a', 'w'} {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte{b})
+		if !closed(c) {
+			t.Errorf("%q: connection not closed", b)
+		}
+		c.Close()
+	}
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte{'k'})
+	sc := <-kept
+	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("kept connection: read %v, want it still open", err)
+	}
+	s.Finish(sc)
+	if !closed(c) {
+		t.Fatal("Finish did not close the kept connection")
 	}
 }

@@ -4,11 +4,16 @@
 // lcd's throughput and CPU are read as ratios to what the connection
 // itself costs on the same machine at the same moment.
 //
+// It listens as lcd's mutex port does (mutex.Listen: no TCP keep-alive,
+// deferred accept on Linux), so the comparison is of the work done per
+// connection and not of socket options.
+//
 // Usage: floor ADDR. It prints its bound address on the first line of
 // standard output and serves until killed.
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -22,7 +27,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: floor ADDR")
 		os.Exit(2)
 	}
-	ln, err := net.Listen("tcp", os.Args[1])
+	ln, err := mutex.Listen(context.Background(), "tcp", os.Args[1])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(1)

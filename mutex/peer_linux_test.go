@@ -1,0 +1,103 @@
+package mutex
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// A parked connection gets TCP keep-alive, so that a waiter whose host
+// vanished is found out, even on a listener that accepts without it; a
+// connection that has not sent its request yet does not.
+func TestParkedConnectionKeepAlive(t *testing.T) {
+	ln, err := (&net.ListenConfig{KeepAlive: -1}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, done := serveTableOn(t, NewTable(Config{}), ServerConfig{Logger: testLogger(t)}, ln)
+	t.Cleanup(func() {
+		s.srv.Close()
+		<-done
+	})
+	if a := s.do(t, lockReq("k", "holder")); a != AnswerOK {
+		t.Fatalf("holder: %q", a)
+	}
+	silent := s.dial(t)
+	parked := s.park(t, "k", "w")
+	eventually(t, "keep-alive on the parked connection", func() bool { return keepAliveTimer(t, parked) })
+	if keepAliveTimer(t, silent) {
+		t.Error("a connection still owing its request has a keep-alive timer")
+	}
+}
+
+// keepAliveTimer reports whether the server's end of c runs the kernel's
+// keep-alive timer, from the "tr" column of /proc/net/tcp (2: keep-alive).
+func keepAliveTimer(t *testing.T, c net.Conn) bool {
+	t.Helper()
+	local := c.RemoteAddr().(*net.TCPAddr) // the server's end
+	remote := c.LocalAddr().(*net.TCPAddr) // the client's end
+	want := fmt.Sprintf(":%04X %s:%04X ", local.Port, "0100007F", remote.Port)
+	f, err := os.Open("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, want) {
+			continue
+		}
+		// sl local rem st tx:rx tr:when ...
+		fields := strings.Fields(line)
+		return strings.HasPrefix(fields[5], "02:")
+	}
+	t.Fatalf("no socket %s in /proc/net/tcp", want)
+	return false
+}
+
+// Listen defers accepts until a request's bytes arrive, and accepts
+// without keep-alive.
+func TestListenOptions(t *testing.T) {
+	ln, err := Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	lrc, err := ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deferSecs int
+	lrc.Control(func(fd uintptr) {
+		deferSecs, err = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT)
+	})
+	if err != nil || deferSecs <= 0 {
+		t.Fatalf("TCP_DEFER_ACCEPT %d, %v", deferSecs, err)
+	}
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(AppendRequest(nil, lockReq("k", "")))
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	rc, _ := sc.(*net.TCPConn).SyscallConn()
+	var ka int
+	rc.Control(func(fd uintptr) {
+		ka, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE)
+	})
+	if err != nil || ka != 0 {
+		t.Fatalf("SO_KEEPALIVE %d, %v on an accepted connection", ka, err)
+	}
+}
