@@ -124,17 +124,6 @@ func (d *deliveries) take(id uint64) (net.Conn, bool) {
 	return p.c, ok
 }
 
-// lost settles the delivery of g as not received, on evidence found
-// elsewhere (a read that took the socket's error).
-func (d *deliveries) lost(g Grant) {
-	d.mu.Lock()
-	p, ok := d.pending[g.ID]
-	d.mu.Unlock()
-	if ok && d.settle(p, false) {
-		d.finish(p.c)
-	}
-}
-
 // sweep settles every pending delivery whose client has answered, or that
 // has waited longer than the timeout, and returns how many are left.
 func (d *deliveries) sweep() int {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -100,4 +101,46 @@ func TestListenOptions(t *testing.T) {
 	if err != nil || ka != 0 {
 		t.Fatalf("SO_KEEPALIVE %d, %v on an accepted connection", ka, err)
 	}
+}
+
+// A parked waiter that is granted and closes with its '+' unread, right
+// as the '+' arrives, never keeps the key: over many rounds the next waiter
+// always gets it.
+func TestGrantedWaiterClosingUnreadPassesOn(t *testing.T) {
+	s := startServer(t, ServerConfig{})
+	for i := range 200 {
+		key := "unread" + strconv.Itoa(i)
+		if a := s.do(t, lockReq(key, "holder")); a != AnswerOK {
+			t.Fatalf("holder: %q", a)
+		}
+		w := s.park(t, key, "w")
+		next := s.park(t, key, "next")
+		if a := s.do(t, Request{Action: ActionUnlock, Key: key}); a != AnswerOK {
+			t.Fatalf("unlock: %q", a)
+		}
+		waitUnread(t, w)
+		w.Close() // with the '+' unread: a reset
+		if a := readAnswer(t, next); a != AnswerOK {
+			t.Fatalf("round %d: next waiter answered %q", i, a)
+		}
+		next.Close()
+		s.do(t, Request{Action: ActionUnlock, Key: key})
+	}
+}
+
+// waitUnread waits until a byte has arrived on c, without reading it.
+func waitUnread(t *testing.T, c *net.TCPConn) {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [1]byte
+	eventually(t, "the '+' in the receive buffer", func() bool {
+		n := 0
+		rc.Control(func(fd uintptr) {
+			n, _, _ = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		})
+		return n == 1
+	})
 }

@@ -233,7 +233,7 @@ func (s *Server) claim(c net.Conn, req Request) Claim {
 // Who writes a parked request's '+', and how it went.
 const (
 	plusUnsent  = iota // nobody yet
-	plusWritten        // the granting goroutine wrote it and called await
+	plusWritten        // the granting goroutine wrote it
 	plusFailed         // the granting goroutine could not write it
 	plusWaiter         // the waiter's own goroutine answers
 )
@@ -244,36 +244,28 @@ type waiter struct {
 	c net.Conn
 
 	mu   sync.Mutex
-	plus int  // plusUnsent, plusWritten, plusFailed or plusWaiter
-	kept bool // with plusWritten: c is with the deliveries
+	plus int // plusUnsent, plusWritten, plusFailed or plusWaiter
 }
 
 // wake runs in the goroutine that granted or withdrew the ticket, once
-// the table's lock is free. A grant that needs no journal wait is
-// delivered right there (see await): the next holder learns of its grant
-// without waiting for its own goroutine to be scheduled. Then the waiter's
-// goroutine is woken from its read.
+// the table's lock is free. A grant that needs no journal wait gets its
+// '+' written right there: the next holder learns of its grant without
+// waiting for its own goroutine to be scheduled. Then the waiter's
+// goroutine is woken from its read; it ends the connection (see await)
+// once it no longer reads, so that its reads cannot take the socket
+// error that tells the deliveries a '+' went unread.
 func (w *waiter) wake(tk *Ticket) {
-	if g, p, err := w.s.table.Result(tk); err == nil && p == nil {
+	if _, p, err := w.s.table.Result(tk); err == nil && p == nil {
 		w.mu.Lock()
 		if w.plus == plusUnsent {
 			w.plus = plusFailed
 			if writeGrant(w.c) {
 				w.plus = plusWritten
-				w.kept = w.s.await(w.c, g)
 			}
 		}
 		w.mu.Unlock()
 	}
 	w.c.SetReadDeadline(aLongTimeAgo)
-}
-
-// isKept reports whether the granting goroutine left c with the
-// deliveries.
-func (w *waiter) isKept() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.kept
 }
 
 // answer makes the waiter's goroutine the one that answers, unless the
@@ -310,12 +302,13 @@ func (s *Server) park(w *waiter, tk *Ticket, deadline bool) bool {
 			// The peer left, failed, or sent bytes it must not send.
 			if found := w.answer(); found != plusUnsent {
 				// Granted in the meantime, and its '+' written or tried.
-				// A read that failed has taken the socket's error, which
-				// tells the deliveries that the '+' was not received: it
-				// is reported to them here.
+				// A read that failed took the socket's error, the one
+				// sign that the '+' was not received: the grant passes on.
 				if found == plusWritten && readFailed(rerr) {
 					g, _, _ := s.table.Result(tk)
-					s.deliveries.lost(g)
+					s.table.ReleaseGrant(g)
+					s.log.Debug("grant not received, passed on", slog.String(logRemote, g.RemoteAddr))
+					return false
 				}
 				continue
 			}
@@ -334,7 +327,7 @@ func (s *Server) park(w *waiter, tk *Ticket, deadline bool) bool {
 		case plusUnsent:
 			return s.deliver(c, g, p)
 		case plusWritten:
-			return w.isKept()
+			return s.await(c, g)
 		}
 		s.table.ReleaseGrant(g) // plusFailed
 		return false

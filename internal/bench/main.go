@@ -10,9 +10,12 @@
 //     at 1, 16 and 64 clients, against lcd and against the floor in
 //     alternating rounds; cycles/s and server CPU per cycle, read from
 //     /proc/PID/stat, and their ratios to the floor.
-//   - hotkey: 16 and 64 clients on one key; cycles per client (strict FIFO
-//     gives every client the same count, within one) and the handoff time
-//     from an unlock's send to the next waiter's '+'.
+//   - hotkey: 16 and 64 clients on one key, all queued before the first
+//     grant, sending their next request after or before their unlock;
+//     cycles per client (strict FIFO gives every client the same count,
+//     within one, when clients queue before they unlock) and the handoff
+//     time from an unlock's request being written (and from the dial of its
+//     connection) to the next waiter's '+'.
 //   - memory: RSS of lcd per held key with 1,000,000 held keys, and per
 //     parked waiter with 10,000 waiters, from /proc/PID/status.
 //
@@ -327,8 +330,8 @@ func hotKey(lcdBin string) {
 	defer lcd.stop()
 	fmt.Println("## One hot key")
 	fmt.Println()
-	fmt.Println("| clients | next request sent | cycles/s | min cycles per client | max cycles per client | most grants to others during one wait | handoff p50 µs | handoff p90 µs | handoff p99 µs |")
-	fmt.Println("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| clients | next request sent | cycles/s | min cycles per client | max cycles per client | most grants to others during one wait | handoff p50 µs | handoff p90 µs | handoff p99 µs | p50 from the unlock's dial µs |")
+	fmt.Println("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, clients := range hotClients {
 		for _, queued := range []bool{false, true} {
 			hotKeyRound(lcd, clients, queued)
@@ -347,14 +350,16 @@ var hotClients = []int{16, 64}
 // cycles (within one) however the clients are scheduled.
 func hotKeyRound(lcd *server, clients int, queued bool) {
 	var stop atomic.Bool
-	var lastUnlock atomic.Int64 // ns since origin when the last unlock was sent
+	// When the last unlock was begun (before its connection is dialled)
+	// and sent (its request written), in ns since origin.
+	var lastBegun, lastSent atomic.Int64
 	// grants counts '+' answers; a waiter that sees more than clients-1
 	// grants to others (one more for a grant counted late) between its
 	// lock request being written and its own '+' was overtaken by a
 	// request that came after it.
 	var grants, overtaken atomic.Int64
 	var mu sync.Mutex
-	var handoffs []float64
+	var handoffs, fromDial []float64
 	counts := make([]int, clients)
 	// A starter holds the key until every client's first request is
 	// parked, so that all start in the queue.
@@ -362,14 +367,14 @@ func hotKeyRound(lcd *server, clients int, queued bool) {
 	if a, err := request(lcd.addr, mutex.Request{Action: mutex.ActionLock, Key: "hot", Source: "starter"}); err != nil || a != mutex.AnswerOK {
 		log.Fatalf("starter: %q %v", a, err)
 	}
-	origin := time.Now() // lastUnlock and the clients' clocks count from it
+	origin := time.Now() // lastBegun, lastSent and the clients' clocks count from it
 	var wg sync.WaitGroup
 	for i := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			lock := mutex.AppendRequest(nil, mutex.Request{Action: mutex.ActionLock, Key: "hot", Source: "c" + strconv.Itoa(i)})
-			var local []float64
+			var local, localDial []float64
 			send := func() (net.Conn, int64) {
 				c, err := net.Dial("tcp", lcd.addr)
 				if err != nil {
@@ -390,16 +395,18 @@ func hotKeyRound(lcd *server, clients int, queued bool) {
 				if others := grants.Add(1) - before - 1; others > overtaken.Load() {
 					overtaken.Store(others) // a benign race: only this figure's maximum
 				}
-				if sent := lastUnlock.Load(); sent != 0 {
-					local = append(local, float64(time.Since(origin).Nanoseconds()-sent)/1e3)
+				if sent := lastSent.Load(); sent != 0 {
+					now := time.Since(origin).Nanoseconds()
+					local = append(local, float64(now-sent)/1e3)
+					localDial = append(localDial, float64(now-lastBegun.Load())/1e3)
 				}
 				counts[i]++
 				done := stop.Load()
 				if queued && !done {
 					c, before = send()
 				}
-				lastUnlock.Store(time.Since(origin).Nanoseconds())
-				if a, err := request(lcd.addr, unlock); err != nil || a != mutex.AnswerOK {
+				lastBegun.Store(time.Since(origin).Nanoseconds())
+				if a, err := requestThen(lcd.addr, unlock, func() { lastSent.Store(time.Since(origin).Nanoseconds()) }); err != nil || a != mutex.AnswerOK {
 					log.Fatalf("unlock: %q %v", a, err)
 				}
 				if done {
@@ -411,13 +418,14 @@ func hotKeyRound(lcd *server, clients int, queued bool) {
 			}
 			mu.Lock()
 			handoffs = append(handoffs, local...)
+			fromDial = append(fromDial, localDial...)
 			mu.Unlock()
 		}()
 	}
 	waitMetric(lcd.metrics, "locking_center_waiters", clients)
 	start := time.Now()
-	lastUnlock.Store(time.Since(origin).Nanoseconds())
-	if a, err := request(lcd.addr, unlock); err != nil || a != mutex.AnswerOK {
+	lastBegun.Store(time.Since(origin).Nanoseconds())
+	if a, err := requestThen(lcd.addr, unlock, func() { lastSent.Store(time.Since(origin).Nanoseconds()) }); err != nil || a != mutex.AnswerOK {
 		log.Fatalf("starter's unlock: %q %v", a, err)
 	}
 	time.Sleep(*duration)
@@ -429,13 +437,14 @@ func hotKeyRound(lcd *server, clients int, queued bool) {
 		total += c
 	}
 	slices.Sort(handoffs)
+	slices.Sort(fromDial)
 	pct := func(p float64) float64 { return handoffs[int(p*float64(len(handoffs)-1))] }
 	when := "after its unlock"
 	if queued {
 		when = "before its unlock"
 	}
-	fmt.Printf("| %d | %s | %.0f | %d | %d | %d | %.0f | %.0f | %.0f |\n", clients, when, float64(total)/elapsed.Seconds(),
-		slices.Min(counts), slices.Max(counts), overtaken.Load(), pct(0.5), pct(0.9), pct(0.99))
+	fmt.Printf("| %d | %s | %.0f | %d | %d | %d | %.0f | %.0f | %.0f | %.0f |\n", clients, when, float64(total)/elapsed.Seconds(),
+		slices.Min(counts), slices.Max(counts), overtaken.Load(), pct(0.5), pct(0.9), pct(0.99), fromDial[len(fromDial)/2])
 }
 
 func memory(lcdBin string) {
