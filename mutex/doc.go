@@ -35,7 +35,9 @@
 // connections are served start to end by the accept loop, in the order
 // they reached the server, with no goroutine handed anything. A parked
 // request, a grant waiting for the journal, and a request whose bytes are
-// still on their way go to a pool of worker goroutines.
+// still on their way go to a pool of worker goroutines; such a request
+// enters the table when its worker has read it whole, which can be a few
+// microseconds after a request that arrived whole just after it.
 //
 // A grant is delivered by writing '+' and ending our side of the
 // connection (as a close would). The connection then stays open, with no
@@ -44,7 +46,11 @@
 // keeps the grant; a reset means the '+' was never read, and the grant is
 // undone. An unlock of the key closes its pending connection at once. When
 // a parked request is granted, the goroutine that released the key writes
-// the '+' itself, so the handoff waits for no other goroutine.
+// the '+' itself, so the handoff waits for no other goroutine; the
+// waiter's goroutine, woken from its read, ends the connection and leaves
+// it to the timer. (Its reads must stop first: a read that meets the
+// client's reset takes the socket error, and then answers for the grant
+// itself.)
 //
 // docs/protocol.md describes the same bytes for client authors.
 //
