@@ -173,10 +173,3 @@ func (d *deliveries) settle(p delivery, received bool) bool {
 	}
 	return ok
 }
-
-// len returns the number of pending deliveries.
-func (d *deliveries) len() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.pending)
-}

@@ -62,3 +62,10 @@ func TestDeliveriesDrain(t *testing.T) {
 		t.Fatalf("%d keys held, want 100", n)
 	}
 }
+
+// len returns the number of pending deliveries.
+func (d *deliveries) len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.pending)
+}

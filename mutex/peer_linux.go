@@ -2,7 +2,6 @@ package mutex
 
 import (
 	"net"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -53,17 +52,4 @@ func acknowledged(c net.Conn) bool {
 		}
 	})
 	return acked
-}
-
-// control runs f on c's descriptor, unless c is closed or not a socket.
-func control(c net.Conn, f func(fd int)) {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return
-	}
-	rc.Control(func(fd uintptr) { f(int(fd)) })
 }

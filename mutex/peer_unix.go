@@ -4,7 +4,6 @@ package mutex
 
 import (
 	"net"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -12,24 +11,10 @@ import (
 // resetPending reports a pending socket error: the peer reset the
 // connection after our last write.
 func resetPending(c net.Conn) bool {
-	rc, ok := rawConn(c)
-	if !ok {
-		return false
-	}
 	pending := false
-	rc.Control(func(fd uintptr) {
-		soErr, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
+	control(c, func(fd int) {
+		soErr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
 		pending = err == nil && soErr != 0
 	})
 	return pending
-}
-
-// rawConn returns the descriptor access of a TCP connection.
-func rawConn(c net.Conn) (syscall.RawConn, bool) {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return nil, false
-	}
-	rc, err := sc.SyscallConn()
-	return rc, err == nil
 }

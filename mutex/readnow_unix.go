@@ -15,17 +15,13 @@ const readsNow = true
 // and no error when nothing has. Errors: io.EOF when the peer has closed,
 // or the read's error.
 func readNow(c net.Conn, b []byte) (int, error) {
-	sc, ok := c.(syscall.Conn)
+	rc, ok := rawConn(c)
 	if !ok {
-		return 0, nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
 		return 0, nil
 	}
 	var n int
 	var rerr error
-	err = rc.Read(func(fd uintptr) bool {
+	err := rc.Read(func(fd uintptr) bool {
 		n, rerr = syscall.Read(int(fd), b)
 		return true
 	})
@@ -40,4 +36,21 @@ func readNow(c net.Conn, b []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// rawConn returns the descriptor access of a socket connection.
+func rawConn(c net.Conn) (syscall.RawConn, bool) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, false
+	}
+	rc, err := sc.SyscallConn()
+	return rc, err == nil
+}
+
+// control runs f on c's descriptor, unless c is closed or not a socket.
+func control(c net.Conn, f func(fd int)) {
+	if rc, ok := rawConn(c); ok {
+		rc.Control(func(fd uintptr) { f(int(fd)) })
+	}
 }
