@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 if PYTHONPATH=src:tests python3 -m unittest discover -s tests >&2 &&
-	python3 examples/example.py "$LC_ADDR" >&2; then
+	(cd ../.. && python3 clients/python/examples/example.py "$LC_ADDR") >&2; then
 	echo "ok unit-tests"
 else
 	echo "FAIL unit-tests: unit tests or the example failed"

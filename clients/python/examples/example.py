@@ -1,6 +1,6 @@
 """Takes a key, works while holding it, and releases it.
 
-    python3 examples/example.py [host:port]   (default localhost:22119)
+    python3 clients/python/examples/example.py [host:port]   (default localhost:22119)
 """
 
 import os
