@@ -37,17 +37,38 @@ func (c *Client) Keys(ctx context.Context) ([]string, error) {
 	return keys, nil
 }
 
-// Holders returns every held key with its holder, sorted by key.
+// Holders returns every holder of every key with its fencing token,
+// session, lease and mode, sorted by key and token. From a server that
+// does not know the command (an older lcd) it returns what CmdListHolders
+// reports, with zero tokens.
 func (c *Client) Holders(ctx context.Context) ([]Holder, error) {
-	body, err := c.call(ctx, "list holders", Request{Cmd: CmdListHolders})
+	extended := true
+	body, err := c.call(ctx, "list holders", Request{Cmd: CmdListHoldersTokens})
+	if errors.Is(err, ErrFailed) {
+		extended = false
+		body, err = c.call(ctx, "list holders", Request{Cmd: CmdListHolders})
+	}
 	if err != nil {
 		return nil, err
 	}
-	hs, err := decodeHolders(body)
+	hs, err := decodeHolders(body, extended)
 	if err != nil {
 		return nil, fmt.Errorf("list holders at %s: %w", c.Addr, err)
 	}
 	return hs, nil
+}
+
+// Sessions returns the sessions of the session protocol, sorted by id.
+func (c *Client) Sessions(ctx context.Context) ([]Session, error) {
+	body, err := c.call(ctx, "list sessions", Request{Cmd: CmdListSessions})
+	if err != nil {
+		return nil, err
+	}
+	ss, err := decodeSessions(body)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions at %s: %w", c.Addr, err)
+	}
+	return ss, nil
 }
 
 // ResetKey takes key from its holder; the first waiter gets it.

@@ -18,9 +18,10 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // start serves the management port of a fresh table on 127.0.0.1.
-func start(t *testing.T) (*mutex.Table, *Client) {
+func start(t *testing.T) (*mutex.Node, *Client) {
 	t.Helper()
-	tb := mutex.NewTable(mutex.Config{})
+	tb := mutex.NewNode(mutex.NodeConfig{})
+	t.Cleanup(tb.Close)
 	srv := NewServer(tb, Config{Logger: slog.New(slog.DiscardHandler)})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -38,7 +39,7 @@ func start(t *testing.T) (*mutex.Table, *Client) {
 	return tb, &Client{Addr: ln.Addr().String()}
 }
 
-func lock(t *testing.T, tb *mutex.Table, key, source string) {
+func lock(t *testing.T, tb *mutex.Node, key, source string) {
 	t.Helper()
 	if _, err := tb.Lock(context.Background(), mutex.Claim{Key: key, Source: source, RemoteAddr: "10.0.0.4:51314"}); err != nil {
 		t.Fatal(err)
@@ -64,6 +65,10 @@ func TestListAndReset(t *testing.T) {
 	}
 	if len(hs) != 3 || hs[0].Key != "a\xff" || hs[0].Source != "y" || hs[0].RemoteAddr != "10.0.0.4:51314" {
 		t.Fatalf("holders = %+v", hs)
+	}
+	// Tokens come with them, each above the one before (b, a\xff, c).
+	if !(hs[1].Token < hs[0].Token && hs[0].Token < hs[2].Token) || hs[0].Session != 0 || hs[0].Lease >= 0 {
+		t.Fatalf("tokens and sessions = %+v", hs)
 	}
 	if hs[0].Held < 0 || time.Since(hs[0].Acquired) > time.Minute {
 		t.Fatalf("times = %v, %v", hs[0].Acquired, hs[0].Held)
@@ -164,8 +169,13 @@ func TestHolderListRoundTrip(t *testing.T) {
 		{Key: "k", Source: "", RemoteAddr: "[::1]:5", Acquired: time.Unix(0, 1795946168069833000), Held: 73204 * time.Millisecond, Waiters: 3},
 		{Key: "\x00\xff", Source: strings.Repeat("s", 127), RemoteAddr: "1.2.3.4:5", Acquired: time.Unix(0, 0), Waiters: 0},
 	}
-	b := appendHolders(nil, in)
-	out, err := decodeHolders(b[1:])
+	for i := range in {
+		in[i].Lease, in[i].Count, in[i].Limit = -1, 1, 1
+	}
+	in = append(in, Holder{Key: "s", Source: "x", Acquired: time.Unix(0, 5), Token: 1<<64 - 1, Session: 7,
+		Lease: time.Second, Delay: time.Minute, Mode: mutex.Shared, Count: 3, Limit: 4})
+	b := appendHolders(nil, in, true)
+	out, err := decodeHolders(b[1:], true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,18 +193,34 @@ func TestHolderListRoundTrip(t *testing.T) {
 // FuzzDecodeHolders: a response from a server is never trusted; the
 // decoder refuses what does not parse and never over-allocates.
 func FuzzDecodeHolders(f *testing.F) {
-	f.Add(appendHolders(nil, []Holder{{Key: "k", Source: "s", RemoteAddr: "r", Acquired: time.Unix(1, 0)}})[1:])
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
-	f.Add([]byte{0, 0, 0, 0})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		hs, err := decodeHolders(b)
+	for _, ext := range []bool{false, true} {
+		f.Add(appendHolders(nil, []Holder{{Key: "k", Source: "s", RemoteAddr: "r", Acquired: time.Unix(1, 0)}}, ext)[1:], ext)
+	}
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, false)
+	f.Add([]byte{0, 0, 0, 0}, true)
+	f.Fuzz(func(t *testing.T, b []byte, ext bool) {
+		hs, err := decodeHolders(b, ext)
 		if err != nil {
 			return
 		}
-		if enc := appendHolders(nil, hs); !bytes.Equal(enc[1:], b) {
+		if enc := appendHolders(nil, hs, ext); !bytes.Equal(enc[1:], b) {
 			t.Fatalf("re-encoded %x, want %x", enc[1:], b)
 		}
 	})
+}
+
+func TestSessionListRoundTrip(t *testing.T) {
+	in := []Session{
+		{ID: 1, Name: "svc", RemoteAddr: "10.0.0.1:2", TTL: 10 * time.Second, Idle: time.Second, Held: 3, Parked: 1},
+		{ID: 1<<64 - 1, Name: strings.Repeat("n", 127), TTL: time.Minute},
+	}
+	out, err := decodeSessions(appendSessions(nil, in)[1:])
+	if err != nil || len(out) != len(in) || out[0] != in[0] || out[1] != in[1] {
+		t.Fatalf("decoded %+v, %v; want %+v", out, err, in)
+	}
+	if _, err := decodeSessions([]byte{0xff, 0xff, 0xff, 0xff}); err == nil {
+		t.Fatal("a count past the body decoded")
+	}
 }
 
 // FuzzDecodeRequest: any bytes decode to a request that re-encodes to the

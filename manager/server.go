@@ -26,16 +26,16 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Server answers the management port from a lock table.
+// Server answers the management port from a lock table's node.
 type Server struct {
-	table   *mutex.Table
+	table   *mutex.Node
 	timeout time.Duration
 	log     *slog.Logger
 	srv     *serve.Server
 }
 
-// NewServer returns a management server for t.
-func NewServer(t *mutex.Table, cfg Config) *Server {
+// NewServer returns a management server for the table of n.
+func NewServer(t *mutex.Node, cfg Config) *Server {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
@@ -78,29 +78,47 @@ func (s *Server) respond(req Request) []byte {
 	switch req.Cmd {
 	case CmdListKeys:
 		snap := s.table.Snapshot()
-		keys := make([]string, len(snap.Holders))
+		keys := make([]string, 0, len(snap.Holders))
 		for i, h := range snap.Holders {
-			keys[i] = h.Key
+			if i == 0 || snap.Holders[i-1].Key != h.Key {
+				keys = append(keys, h.Key)
+			}
 		}
 		return appendKeys(nil, keys)
-	case CmdListHolders:
+	case CmdListHolders, CmdListHoldersTokens:
 		snap := s.table.Snapshot()
 		hs := make([]Holder, len(snap.Holders))
 		for i, h := range snap.Holders {
-			hs[i] = Holder{Key: h.Key, Source: h.Source, RemoteAddr: h.RemoteAddr,
-				Acquired: h.Acquired, Held: h.Held(snap.Taken), Waiters: h.Waiters}
+			hs[i] = holderOf(h, snap.Taken)
 		}
-		return appendHolders(nil, hs)
+		return appendHolders(nil, hs, req.Cmd == CmdListHoldersTokens)
+	case CmdListSessions:
+		snap := s.table.Snapshot()
+		ss := make([]Session, len(snap.Sessions))
+		for i, x := range snap.Sessions {
+			ss[i] = Session{ID: x.ID, Name: x.Name, RemoteAddr: x.RemoteAddr, TTL: x.TTL, Idle: x.Idle,
+				Held: x.Held, Parked: x.Parked}
+		}
+		return appendSessions(nil, ss)
 	case CmdResetKey:
 		s.wait(s.table.ResetKey(req.Arg))
 		s.log.Info("reset key", slog.String("key", req.Arg))
 	case CmdResetSource:
-		released, withdrawn, p := s.table.ResetSource(req.Arg)
-		s.wait(p)
-		s.log.Info("reset source", slog.String("source", req.Arg),
-			slog.Int("released", released), slog.Int("withdrawn", withdrawn))
+		s.wait(s.table.ResetSource(req.Arg))
+		s.log.Info("reset source", slog.String("source", req.Arg))
 	}
 	return []byte{statusOK}
+}
+
+// holderOf is h as the management port reports it at now.
+func holderOf(h mutex.Holder, now time.Time) Holder {
+	out := Holder{Key: h.Key, Source: h.Source, RemoteAddr: h.RemoteAddr, Acquired: h.Acquired,
+		Held: h.Held(now), Waiters: h.Waiters, Token: h.Token, Session: h.Session, Lease: -1, Delay: h.Delay,
+		Mode: h.Mode, Count: h.Count, Limit: h.Limit}
+	if h.Leased {
+		out.Lease = h.LeaseLeft
+	}
+	return out
 }
 
 func (s *Server) wait(p mutex.Pending) {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/locking-center/locking-center/mutex"
 )
 
 // Command is the first byte of a management request.
@@ -12,10 +14,12 @@ type Command byte
 
 // The commands of the management port.
 const (
-	CmdListKeys    Command = 1
-	CmdListHolders Command = 2
-	CmdResetKey    Command = 3
-	CmdResetSource Command = 4
+	CmdListKeys          Command = 1
+	CmdListHolders       Command = 2
+	CmdResetKey          Command = 3
+	CmdResetSource       Command = 4
+	CmdListHoldersTokens Command = 5 // holders with token, session, lease, lock-delay, mode
+	CmdListSessions      Command = 6
 )
 
 const (
@@ -34,14 +38,36 @@ var (
 	errIncomplete = errors.New("manager: incomplete message")
 )
 
-// Holder is one held key as the management port reports it.
+// Holder is one holder of a key as the management port reports it. A
+// shared key or a semaphore has one Holder per holder.
 type Holder struct {
 	Key        string
 	Source     string
 	RemoteAddr string
 	Acquired   time.Time     // wall clock of the grant
 	Held       time.Duration // how long it has been held, by the server's clock
-	Waiters    int           // requests parked behind the holder
+	Waiters    int           // requests parked for the key
+
+	// Filled by CmdListHoldersTokens only.
+	Token   uint64        // fencing token
+	Session uint64        // the holding session; 0 for a v1 holder
+	Lease   time.Duration // left of the lock's lease; negative when it has none
+	Delay   time.Duration // lock-delay the key gets if this lock is lost by expiry
+	Mode    mutex.Mode    // exclusive or shared
+	Count   uint32        // reentrancy count, at least 1
+	Limit   uint32        // the key's limit: 1, or N for a semaphore
+}
+
+// Session is one session of the session protocol, as the management port
+// reports it.
+type Session struct {
+	ID         uint64
+	Name       string
+	RemoteAddr string // of its current connection; empty while none is attached
+	TTL        time.Duration
+	Idle       time.Duration // since the server last heard from it
+	Held       int           // locks it holds
+	Parked     int           // requests it has waiting
 }
 
 // Request is one decoded management request. Arg is the key of
@@ -59,7 +85,7 @@ func decodeRequest(b []byte) (Request, int, error) {
 	}
 	r := Request{Cmd: Command(b[0])}
 	switch r.Cmd {
-	case CmdListKeys, CmdListHolders:
+	case CmdListKeys, CmdListHolders, CmdListHoldersTokens, CmdListSessions:
 		return r, 1, nil
 	case CmdResetKey, CmdResetSource:
 		if len(b) < 2 {
@@ -101,8 +127,9 @@ func appendKeys(b []byte, keys []string) []byte {
 	return b
 }
 
-// appendHolders appends a '+' and the body of a holder list.
-func appendHolders(b []byte, hs []Holder) []byte {
+// appendHolders appends a '+' and the body of a holder list; extended
+// adds what CmdListHoldersTokens reports.
+func appendHolders(b []byte, hs []Holder, extended bool) []byte {
 	b = append(b, statusOK)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(hs)))
 	for _, h := range hs {
@@ -112,6 +139,31 @@ func appendHolders(b []byte, hs []Holder) []byte {
 		b = binary.BigEndian.AppendUint64(b, uint64(h.Acquired.UnixNano()))
 		b = binary.BigEndian.AppendUint64(b, uint64(h.Held))
 		b = binary.BigEndian.AppendUint32(b, uint32(h.Waiters))
+		if extended {
+			b = binary.BigEndian.AppendUint64(b, h.Token)
+			b = binary.BigEndian.AppendUint64(b, h.Session)
+			b = binary.BigEndian.AppendUint64(b, uint64(h.Lease))
+			b = binary.BigEndian.AppendUint64(b, uint64(h.Delay))
+			b = append(b, byte(h.Mode))
+			b = binary.BigEndian.AppendUint32(b, h.Count)
+			b = binary.BigEndian.AppendUint32(b, h.Limit)
+		}
+	}
+	return b
+}
+
+// appendSessions appends a '+' and the body of a session list.
+func appendSessions(b []byte, ss []Session) []byte {
+	b = append(b, statusOK)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(ss)))
+	for _, x := range ss {
+		b = binary.BigEndian.AppendUint64(b, x.ID)
+		b = appendString(b, x.Name)
+		b = appendString(b, x.RemoteAddr)
+		b = binary.BigEndian.AppendUint64(b, uint64(x.TTL))
+		b = binary.BigEndian.AppendUint64(b, uint64(x.Idle))
+		b = binary.BigEndian.AppendUint32(b, uint32(x.Held))
+		b = binary.BigEndian.AppendUint32(b, uint32(x.Parked))
 	}
 	return b
 }
@@ -175,10 +227,15 @@ func decodeKeys(b []byte) ([]string, error) {
 	return keys, r.finish()
 }
 
-// decodeHolders decodes the body of a holder list (after '+').
-func decodeHolders(b []byte) ([]Holder, error) {
+// decodeHolders decodes the body of a holder list (after '+'); extended
+// reads the fields of CmdListHoldersTokens too.
+func decodeHolders(b []byte, extended bool) ([]Holder, error) {
 	r := &reader{b: b}
-	hs := make([]Holder, r.count(3+8+8+4))
+	size := 3 + 8 + 8 + 4
+	if extended {
+		size += 8 + 8 + 8 + 8 + 1 + 4 + 4
+	}
+	hs := make([]Holder, r.count(size))
 	for i := range hs {
 		hs[i] = Holder{
 			Key:        r.string(),
@@ -187,9 +244,39 @@ func decodeHolders(b []byte) ([]Holder, error) {
 			Acquired:   time.Unix(0, int64(r.u64())),
 			Held:       time.Duration(r.u64()),
 			Waiters:    int(r.u32()),
+			Lease:      -1,
+			Count:      1,
+			Limit:      1,
+		}
+		if extended {
+			h := &hs[i]
+			h.Token, h.Session = r.u64(), r.u64()
+			h.Lease, h.Delay = time.Duration(r.u64()), time.Duration(r.u64())
+			if m := r.take(1); m != nil {
+				h.Mode = mutex.Mode(m[0])
+			}
+			h.Count, h.Limit = r.u32(), r.u32()
 		}
 	}
 	return hs, r.finish()
+}
+
+// decodeSessions decodes the body of a session list (after '+').
+func decodeSessions(b []byte) ([]Session, error) {
+	r := &reader{b: b}
+	ss := make([]Session, r.count(8+2+8+8+4+4))
+	for i := range ss {
+		ss[i] = Session{
+			ID:         r.u64(),
+			Name:       r.string(),
+			RemoteAddr: r.string(),
+			TTL:        time.Duration(r.u64()),
+			Idle:       time.Duration(r.u64()),
+			Held:       int(r.u32()),
+			Parked:     int(r.u32()),
+		}
+	}
+	return ss, r.finish()
 }
 
 func (r *reader) finish() error {

@@ -24,7 +24,7 @@ const (
 	LabelRemote = "remote_addr"
 )
 
-// Snapshotter is what the collector reads: *mutex.Table.
+// Snapshotter is what the collector reads: *mutex.Node.
 type Snapshotter interface {
 	Snapshot() mutex.Snapshot
 }
@@ -48,6 +48,20 @@ var (
 		"Parked lock requests withdrawn before a grant (peer gone, reset by source), since start-up.", nil, nil)
 	descWait = prometheus.NewDesc(Namespace+"_lock_wait_seconds",
 		"Seconds from a lock request to its grant.", nil, nil)
+	descSessions = prometheus.NewDesc(Namespace+"_sessions",
+		"Sessions of the session protocol open now.", nil, nil)
+	descSessionExpiries = prometheus.NewDesc(Namespace+"_session_expiries_total",
+		"Sessions that expired because their TTL passed without a frame, since start-up.", nil, nil)
+	descLeaseExpiries = prometheus.NewDesc(Namespace+"_lease_expiries_total",
+		"Locks lost because their own lease ran out, since start-up.", nil, nil)
+	descResumes = prometheus.NewDesc(Namespace+"_session_resumes_total",
+		"Sessions taken over by a new connection, since start-up.", nil, nil)
+	descDelayed = prometheus.NewDesc(Namespace+"_lock_delay_keys",
+		"Keys in lock-delay now: lost by an expiry, granted to nobody until the delay ends.", nil, nil)
+	descLastToken = prometheus.NewDesc(Namespace+"_last_fencing_token",
+		"The highest fencing token handed out.", nil, nil)
+	descDeadlocks = prometheus.NewDesc(Namespace+"_deadlocks_total",
+		"Acquires refused because waiting would have closed a cycle of waits, since start-up.", nil, nil)
 )
 
 // Collector turns a table snapshot into metrics at each scrape.
@@ -61,27 +75,50 @@ func NewCollector(t Snapshotter) *Collector { return &Collector{table: t} }
 // Describe sends the descriptors of every metric the collector makes.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLocked, descHeld, descAcquired, descWaiters,
-		descGrants, descBusy, descWithdrawn, descWait} {
+		descGrants, descBusy, descWithdrawn, descWait, descSessions, descSessionExpiries,
+		descLeaseExpiries, descResumes, descDelayed, descLastToken, descDeadlocks} {
 		ch <- d
 	}
 }
 
-// Collect takes one snapshot and sends its metrics.
+// Collect takes one snapshot and sends its metrics. A key with several
+// holders (shared, a semaphore) has one series per holder; holders that
+// share a key, source and remote address share one series, that of the
+// one that has held it longest.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.table.Snapshot()
-	ch <- prometheus.MustNewConstMetric(descLocked, prometheus.GaugeValue, float64(len(s.Holders)))
-	for _, h := range s.Holders {
+	keys := 0
+	type series struct{ key, source, remote string }
+	seen := make(map[series]bool)
+	for i, h := range s.Holders {
+		if i == 0 || s.Holders[i-1].Key != h.Key {
+			keys++
+		}
+		id := series{h.Key, h.Source, h.RemoteAddr}
+		if seen[id] {
+			continue // a later token of the same owner: held for less time
+		}
+		seen[id] = true
 		key, source, remote := LabelValue(h.Key), LabelValue(h.Source), LabelValue(h.RemoteAddr)
 		ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue,
 			h.Held(s.Taken).Seconds(), key, source, remote)
 		ch <- prometheus.MustNewConstMetric(descAcquired, prometheus.GaugeValue,
 			float64(h.Acquired.UnixNano())/1e9, key, source, remote)
 	}
+	n := s.Counters
+	ch <- prometheus.MustNewConstMetric(descLocked, prometheus.GaugeValue, float64(keys))
 	ch <- prometheus.MustNewConstMetric(descWaiters, prometheus.GaugeValue, float64(s.Parked))
-	ch <- prometheus.MustNewConstMetric(descGrants, prometheus.CounterValue, float64(s.Grants))
-	ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, float64(s.Busy))
-	ch <- prometheus.MustNewConstMetric(descWithdrawn, prometheus.CounterValue, float64(s.Withdrawn))
-	ch <- prometheus.MustNewConstHistogram(descWait, s.Wait.Count, s.Wait.Sum, s.Wait.Buckets)
+	ch <- prometheus.MustNewConstMetric(descGrants, prometheus.CounterValue, float64(n.Grants))
+	ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, float64(n.Busy))
+	ch <- prometheus.MustNewConstMetric(descWithdrawn, prometheus.CounterValue, float64(n.Withdrawn))
+	ch <- prometheus.MustNewConstHistogram(descWait, n.Wait.Count, n.Wait.Sum, n.Wait.Buckets)
+	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(len(s.Sessions)))
+	ch <- prometheus.MustNewConstMetric(descSessionExpiries, prometheus.CounterValue, float64(n.SessionExpiries))
+	ch <- prometheus.MustNewConstMetric(descLeaseExpiries, prometheus.CounterValue, float64(n.LeaseExpiries))
+	ch <- prometheus.MustNewConstMetric(descResumes, prometheus.CounterValue, float64(n.Resumes))
+	ch <- prometheus.MustNewConstMetric(descDelayed, prometheus.GaugeValue, float64(s.Delayed))
+	ch <- prometheus.MustNewConstMetric(descLastToken, prometheus.GaugeValue, float64(s.LastToken))
+	ch <- prometheus.MustNewConstMetric(descDeadlocks, prometheus.CounterValue, float64(n.Deadlocks))
 }
 
 // Register registers the table's collector and the Go runtime and process

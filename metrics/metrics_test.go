@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-func newRegistry(t *testing.T, tb *mutex.Table) *prometheus.Registry {
+func newRegistry(t *testing.T, tb *mutex.Node) *prometheus.Registry {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	if err := Register(reg, tb); err != nil {
@@ -53,7 +53,8 @@ func labelOf(m *dto.Metric, name string) string {
 }
 
 func TestSeriesFollowGrantsAndReleases(t *testing.T) {
-	tb := mutex.NewTable(mutex.Config{})
+	tb := mutex.NewNode(mutex.NodeConfig{})
+	t.Cleanup(tb.Close)
 	reg := newRegistry(t, tb)
 	if got := heldSeries(t, reg); len(got) != 0 {
 		t.Fatalf("series before any lock: %v", got)
@@ -99,7 +100,8 @@ func gaugeOf(t *testing.T, reg *prometheus.Registry, name string) prometheus.Gau
 }
 
 func TestNonUTF8KeysScrapeCleanly(t *testing.T) {
-	tb := mutex.NewTable(mutex.Config{})
+	tb := mutex.NewNode(mutex.NodeConfig{})
+	t.Cleanup(tb.Close)
 	reg := newRegistry(t, tb)
 	keys := []string{"\xff", `\xff`, "a\x00b", "a\nb", `a"b`, "é", "\xc3", "e\u0301"}
 	for _, k := range keys {

@@ -1,76 +1,58 @@
-// Package mutex holds the lock table and the server for the mutex port.
+// Package mutex is the lock table of Locking-Center: what a lock means,
+// with no sockets and no bytes. Front ends (the v1 port in oneshot, the
+// session protocol in session, the management port) translate requests
+// into Commands and results and events back into answers.
 //
-// # Wire format
+// # The table is a state machine
 //
-// A connection carries exactly one request and one answer. Strings are
-// length-prefixed: one length byte, then that many bytes, taken as they are
-// (no encoding check, no trimming). A key is 1..127 bytes; a source is
-// 0..127 bytes, where 0 asks the server to use the peer's IP address.
+// Table takes one Command at a time. A command carries its own time (At):
+// the table never reads a clock, so the same commands applied in the same
+// order to two empty tables leave them equal, down to fencing tokens,
+// ids and the order of events. The write-ahead log journals exactly the
+// commands that changed the table and rebuilds it by applying them again;
+// a replicated log can feed the same commands to several tables. Export
+// and Import write and read the table's whole state, for compaction.
 //
-//	action  byte  layout                          answers
-//	lock     1    [1][n][key n][m][source m]      '+' once granted (may block)
-//	unlock   2    [2][n][key n]                   '+'
-//	reset    3    [3][n][key n]                   '+'
-//	resetsrc 4    [4][m][source m]                '+'
-//	trylock  5    [5][n][key n][m][source m]      '+' granted, '#' held by another
+// What the table keeps:
 //
-// Any request may also be answered '-': malformed, rejected, or withdrawn.
-// An unknown action byte, a key length of 0 or 128..255, a source length of
-// 128..255, or bytes after a complete request make a request malformed; it
-// is answered '-' and the connection is closed.
+//   - Keys. A key with holders, waiters or a lock-delay has an entry; any
+//     other key is absent, so millions of distinct keys over time cost
+//     nothing.
+//   - Holders. Each lock has a fencing token, strictly greater than every
+//     token before it; the owner's source and remote address; its grant
+//     time; for a session's lock its mode, reentrancy count, lease and
+//     lock-delay. A v1 holder belongs to no session.
+//   - The queue of each key: parked requests in arrival order. The table
+//     serves the best of them (highest priority after aging, earliest
+//     among equals) while it fits beside the holders, and stops at the
+//     first that does not, so a waiting writer holds back readers that
+//     came after it.
+//   - Sessions: name, TTL, the SHA-256 of the resume secret, what each
+//     holds and waits for, and the highest request id applied (requests
+//     at or below it are duplicates and change nothing).
+//   - Deadlines: of leases, lock-delays and waits, in one heap. A tick
+//     applies those that are due.
 //
-// The request must arrive whole within ServerConfig.HeaderTimeout. A lock
-// request that cannot be granted at once parks in its key's queue with no
-// timeout. While it is parked the server watches the connection: end of
-// stream, an error or any further byte withdraws the request. A grant whose
-// '+' cannot be written, or whose peer is found gone, is undone and passes
-// on.
+// # Modes
 //
-// # Serving a connection
+// Exclusive locks have one holder; with Limit N above one a key is a
+// semaphore of N exclusive holders, and every request for it must name
+// the same N. Shared locks have any number of shared holders and no
+// exclusive one. A Reentrant acquire by a session (and Owner) that holds
+// the key counts up and gets the same token; each release counts down. A
+// shared holder asking for the key exclusively is refused (two upgraders
+// would deadlock). Before an acquire parks, the table looks for a cycle in
+// the wait-for graph of (session, owner) nodes and refuses the acquire
+// with StatusDeadlock instead of parking it.
 //
-// Listen defers accepts until a request's bytes have arrived (Linux's
-// TCP_DEFER_ACCEPT). The accept loop then reads the request without
-// waiting, applies it to the table, and, when the answer needs no waiting
-// (an unlock, a free key, a busy try-lock), writes the answer too: most
-// connections are served start to end by the accept loop, in the order
-// they reached the server, with no goroutine handed anything. A parked
-// request, a grant waiting for the journal, and a request whose bytes are
-// still on their way go to a pool of worker goroutines; such a request
-// enters the table when its worker has read it whole, which can be a few
-// microseconds after a request that arrived whole just after it.
+// # The node
 //
-// A grant is delivered by writing '+' and ending our side of the
-// connection (as a close would). The connection then stays open, with no
-// goroutine on it, until the client ends its side; every 10 ms a timer
-// reads the TCP state of these connections without waiting. A clean end
-// keeps the grant; a reset means the '+' was never read, and the grant is
-// undone. An unlock of the key closes its pending connection at once. When
-// a parked request is granted, the goroutine that released the key writes
-// the '+' itself, so the handoff waits for no other goroutine; the
-// waiter's goroutine, woken from its read, ends the connection and leaves
-// it to the timer. (Its reads must stop first: a read that meets the
-// client's reset takes the socket error, and then answers for the grant
-// itself.)
-//
-// docs/protocol.md describes the same bytes for client authors.
-//
-// # Lock table
-//
-// Each key with a holder or a waiter has one entry in the table; a key with
-// neither leaves it. Waiters queue in order of arrival of their complete
-// request, each parked on a channel of capacity one that receives its
-// grant or its withdrawal. The table never blocks while holding its lock:
-// a grant or a release is a few pointer moves and a call to the Journal.
-//
-// Parked requests are also kept in a registry by request id. The registry is
-// how reset by source and a departed peer reach a request that is parked.
-//
-// The queue is an explicit list rather than goroutines blocked in a send on
-// one channel per key, for three reasons. A goroutine takes its place in a
-// channel's queue when it reaches the send, not when its request is
-// complete, so two requests could overtake each other in between; the list
-// is appended under the table's lock, in the order requests arrive. The
-// table must know which waiter received the key, to record its grant and to
-// undo it when the '+' cannot be delivered; a channel hand-off does not
-// tell it. And a withdrawal unlinks one waiter in constant time.
+// Node serialises commands over one Table: it stamps them with its clock,
+// expires sessions that have not been heard from for their TTL before it
+// applies anything else (so no parked request is granted to a session
+// that has already expired), journals every command that changed the
+// table, sets a timer for the next deadline, and delivers the table's
+// events, after releasing its lock, to the Waker of a parked v1 request or
+// to the Route of a session. Keepalives only touch a session's Live;
+// expiring it is a command like any other.
 package mutex

@@ -1,107 +1,96 @@
 package mutex
 
 import (
-	"sort"
 	"sync"
+	"time"
 )
 
-// Op says what a Change does to a key.
-type Op uint8
-
-// The changes the table reports.
-const (
-	OpGrant   Op = 1 // a holder took the key
-	OpRelease Op = 2 // the holder lost the key (unlock, reset, undone grant)
-)
-
-// String returns "grant" or "release".
-func (o Op) String() string {
-	switch o {
-	case OpGrant:
-		return "grant"
-	case OpRelease:
-		return "release"
-	}
-	return "unknown"
-}
-
-// Change is one grant or release of a key. For OpRelease, Grant is the
-// grant that ended.
-type Change struct {
-	Op    Op
-	Grant Grant
-}
-
-// Journal receives every change of the table, in the order the table made
-// them. The write-ahead log implements it; so does MemoryJournal.
+// Journal receives every command that changed the table, in the order
+// the table applied them, each with its At set. The write-ahead log
+// implements it; applying the same commands to an empty table (or to the
+// table of a snapshot taken before them) rebuilds the table.
 //
-// Append is called with the table's lock held: it must only queue the change
-// and must not wait for I/O. The Pending it returns reports when this change
-// and every change appended before it are durable; nil means they already
-// are. The table answers a lock's '+' only after its grant's Pending
-// succeeds, and an unlock's '+' only after its release's Pending returns.
+// Append is called with the node's lock held: it must only queue the
+// command (copying what it keeps) and must not wait for I/O. The Pending
+// it returns reports when this command and every command appended before
+// it are durable; nil means they already are. A front end answers a grant
+// only after its Pending succeeded, and a release only after its Pending
+// returned.
 type Journal interface {
-	Append(c Change) Pending
+	Append(c *Command) Pending
 }
 
-// Pending is a change on its way to durable storage.
+// Pending is a command on its way to durable storage.
 type Pending interface {
-	// Wait blocks until the change is durable or has failed, and returns
-	// the failure, wrapped so that errors.Is(err, ErrJournal) holds.
+	// Done is closed once the command is durable or has failed.
+	Done() <-chan struct{}
+	// Wait blocks until Done and returns the failure, wrapped so that
+	// errors.Is(err, ErrJournal) holds, or nil.
 	Wait() error
 }
 
-// waitPending waits for p; a nil Pending is already durable.
-func waitPending(p Pending) error {
+// WaitPending waits for p; a nil Pending is already durable.
+func WaitPending(p Pending) error {
 	if p == nil {
 		return nil
 	}
 	return p.Wait()
 }
 
-// MemoryJournal keeps the set of held keys in memory, as a write-ahead log
-// would after replay. It never fails and never blocks. It is safe for
-// concurrent use.
+// Ready reports whether p is durable or failed already, without waiting.
+func Ready(p Pending) bool {
+	if p == nil {
+		return true
+	}
+	select {
+	case <-p.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// MemoryJournal applies every command it is given to a table of its own,
+// as a write-ahead log's replay would: a replica of the node's table that
+// tests compare with the original. It never fails and never blocks. It is
+// safe for concurrent use.
 type MemoryJournal struct {
-	mu      sync.Mutex
-	held    map[string]Grant
-	changes uint64
+	mu       sync.Mutex
+	t        *Table
+	commands uint64
 }
 
-// NewMemoryJournal returns an empty MemoryJournal.
-func NewMemoryJournal() *MemoryJournal {
-	return &MemoryJournal{held: make(map[string]Grant)}
-}
+// NewMemoryJournal returns a MemoryJournal with an empty table.
+func NewMemoryJournal() *MemoryJournal { return &MemoryJournal{t: NewTable()} }
 
-// Append records c and returns nil: the change is "durable" at once.
-func (j *MemoryJournal) Append(c Change) Pending {
+// Append applies c to the replica and returns nil: the command is
+// "durable" at once.
+func (j *MemoryJournal) Append(c *Command) Pending {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.changes++
-	switch c.Op {
-	case OpGrant:
-		j.held[c.Grant.Key] = c.Grant
-	case OpRelease:
-		delete(j.held, c.Grant.Key)
-	}
+	j.t.Apply(c)
+	j.t.TakeEvents()
+	j.commands++
 	return nil
 }
 
-// Held returns the grants that are in force, sorted by key.
-func (j *MemoryJournal) Held() []Grant {
+// Held returns the replica's holders, sorted by key and token.
+func (j *MemoryJournal) Held() []Holder {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	out := make([]Grant, 0, len(j.held))
-	for _, g := range j.held {
-		out = append(out, g)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Key < out[b].Key })
-	return out
+	return j.t.snapshot(time.Time{}).Holders
 }
 
-// Changes returns how many changes have been appended.
-func (j *MemoryJournal) Changes() uint64 {
+// Commands returns how many commands have been appended.
+func (j *MemoryJournal) Commands() uint64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.changes
+	return j.commands
+}
+
+// Export writes the replica's state, as Table.Export does.
+func (j *MemoryJournal) Export(f func(*Record)) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.t.Export(f)
 }

@@ -52,56 +52,102 @@ func (h *histogram) snapshot() Histogram {
 	return out
 }
 
-// stats are the table's counters since it was made.
-type stats struct {
-	Grants    uint64    // grants made, at once or from a queue
-	Busy      uint64    // try-locks answered busy
-	Withdrawn uint64    // parked requests withdrawn before a grant
-	Parked    int       // parked requests now
-	Wait      histogram // wait from request to grant
+// Holder is one holder of a key in a Snapshot.
+type Holder struct {
+	Key        string
+	Token      uint64 // fencing token
+	Session    uint64 // the holding session; 0 for a v1 holder
+	Source     string // the owner as the client named it, or its peer IP
+	RemoteAddr string // ip:port of the connection that won the key
+	Acquired   time.Time
+	Mode       Mode
+	Count      uint32        // reentrancy, at least 1
+	Limit      uint32        // the key's limit: 1, or N for a semaphore
+	Leased     bool          // the lock has a lease of its own
+	LeaseLeft  time.Duration // what is left of it, when Leased
+	Delay      time.Duration // lock-delay the key gets if this lock is lost by expiry
+	Waiters    int           // requests parked for the key
 }
 
-// Holder is one held key in a Snapshot.
-type Holder struct {
-	Grant
-	Waiters int // requests parked behind the holder
+// Held returns how long h has been held at now, never less than zero.
+func (h Holder) Held(now time.Time) time.Duration { return max(now.Sub(h.Acquired), 0) }
+
+// SessionInfo is one session in a Snapshot.
+type SessionInfo struct {
+	ID         uint64
+	Name       string
+	TTL        time.Duration
+	Held       int           // locks it holds
+	Parked     int           // requests it has waiting
+	RemoteAddr string        // of its current connection; empty when none
+	Idle       time.Duration // since the node last heard from it
 }
 
 // Snapshot is a consistent copy of the table at one instant.
 type Snapshot struct {
-	Taken     time.Time
-	Holders   []Holder // sorted by key
-	Parked    int
-	Grants    uint64
-	Busy      uint64
-	Withdrawn uint64
-	Wait      Histogram
+	Taken    time.Time
+	Holders  []Holder // sorted by key bytes, then token
+	Sessions []SessionInfo
+	Parked   int // requests waiting, all keys
+	Delayed  int // keys in lock-delay
+	// LastToken is the highest fencing token handed out.
+	LastToken uint64
+	Counters  CounterSnapshot
 }
 
-// Snapshot copies the table's holders and counters. Holders are sorted by
-// key bytes. It costs O(keys) and holds the table's lock for the copy only.
-func (t *Table) Snapshot() Snapshot {
-	t.mu.Lock()
+// CounterSnapshot is a copy of the table's and node's counters.
+type CounterSnapshot struct {
+	Grants, Busy, Withdrawn, Deadlocks             uint64
+	SessionsOpened, SessionExpiries, LeaseExpiries uint64
+	Resumes                                        uint64
+	Wait                                           Histogram
+}
+
+// snapshot copies the table at now. Sessions are sorted by id.
+func (t *Table) snapshot(now time.Time) Snapshot {
+	ns := now.UnixNano()
 	s := Snapshot{
-		Taken:     t.now(),
+		Taken:     now,
 		Holders:   make([]Holder, 0, len(t.keys)),
-		Parked:    t.stats.Parked,
-		Grants:    t.stats.Grants,
-		Busy:      t.stats.Busy,
-		Withdrawn: t.stats.Withdrawn,
-		Wait:      t.stats.Wait.snapshot(),
+		Sessions:  make([]SessionInfo, 0, len(t.sessions)),
+		Parked:    len(t.tickets),
+		LastToken: t.lastToken,
+		Counters: CounterSnapshot{
+			Grants: t.stats.Grants, Busy: t.stats.Busy, Withdrawn: t.stats.Withdrawn,
+			Deadlocks: t.stats.Deadlocks, SessionsOpened: t.stats.SessionsOpened,
+			SessionExpiries: t.stats.SessionExpiries, LeaseExpiries: t.stats.LeaseExpiries,
+			Wait: t.stats.Wait.snapshot(),
+		},
 	}
 	for key, e := range t.keys {
-		if e.holder.id == 0 {
-			continue
+		if e.delayed() {
+			s.Delayed++
 		}
-		h := Holder{Grant: t.grant(key, e.holder)}
-		if e.queue != nil {
-			h.Waiters = e.queue.n
-		}
-		s.Holders = append(s.Holders, h)
+		lim, waiters := e.limit(), e.queueLen()
+		e.eachHolder(func(h *holder) {
+			out := Holder{Key: key, Token: h.token, Source: h.source.Value(), RemoteAddr: h.remote,
+				Acquired: time.Unix(0, h.acquired), Mode: Exclusive, Count: 1, Limit: lim, Waiters: waiters}
+			if hs := h.s; hs != nil {
+				out.Session, out.Mode, out.Count = hs.sess.id, hs.mode, hs.count
+				out.Delay = time.Duration(hs.delayFor)
+				if hs.leaseFor > 0 {
+					out.Leased, out.LeaseLeft = true, t.leaseLeft(hs, ns)
+				}
+			}
+			s.Holders = append(s.Holders, out)
+		})
 	}
-	t.mu.Unlock()
-	sort.Slice(s.Holders, func(a, b int) bool { return s.Holders[a].Key < s.Holders[b].Key })
+	for _, ss := range t.sessions {
+		s.Sessions = append(s.Sessions, SessionInfo{ID: ss.id, Name: ss.name.Value(),
+			TTL: time.Duration(ss.ttl), Held: ss.heldN, Parked: ss.parkedN})
+	}
+	sort.Slice(s.Holders, func(a, b int) bool {
+		ha, hb := s.Holders[a], s.Holders[b]
+		if ha.Key != hb.Key {
+			return ha.Key < hb.Key
+		}
+		return ha.Token < hb.Token
+	})
+	sort.Slice(s.Sessions, func(a, b int) bool { return s.Sessions[a].ID < s.Sessions[b].ID })
 	return s
 }

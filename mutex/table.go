@@ -1,463 +1,1210 @@
 package mutex
 
 import (
-	"context"
-	"sync"
+	"slices"
+	"strings"
 	"time"
 	"unique"
 )
 
-// Grant describes one holder of a key: who asked, from where, and when the
-// key was granted. Acquired carries a monotonic reading when the grant was
-// made by this process, so Held never goes negative when the wall clock
-// steps; a grant restored from a journal has only the wall clock.
-type Grant struct {
-	ID         uint64    // request id, unique within one table
-	Key        string    // 1..MaxKeyLen bytes, opaque
-	Source     string    // owner as the client named it, or its peer IP
-	RemoteAddr string    // ip:port of the connection that won the key
-	Acquired   time.Time // when the key was granted
-}
+// AgingStep is how fast a waiting request's priority grows: one level per
+// AgingStep waited. A request of priority p that has waited w is served as
+// if its priority were p + w/AgingStep, so a low-priority request that a
+// stream of higher ones keeps overtaking gets its turn after at most
+// (difference in priority) × AgingStep. Equal priorities stay in arrival
+// order, since the earlier request has always waited longer.
+const AgingStep = time.Second
 
-// Held returns how long g has been held at now, never less than zero.
-func (g Grant) Held(now time.Time) time.Duration {
-	d := now.Sub(g.Acquired)
-	if d < 0 {
-		return 0
-	}
-	return d
-}
-
-// Config configures a Table. The zero value is usable.
-type Config struct {
-	// Journal receives every grant and release. Nil records nothing.
-	Journal Journal
-	// Now is the clock; nil means time.Now. Tests inject their own.
-	Now func() time.Time
-}
-
-// Table is the lock table: at most one holder per key and a FIFO queue of
-// parked requests behind it. It is safe for concurrent use; no method
-// blocks while holding the table's lock.
+// Table is the lock table: a deterministic state machine. Apply takes one
+// Command at a time and returns its Result; what it did that others must
+// hear of is left in the events that TakeEvents returns. The table reads no
+// clock (every command carries its time), starts no goroutine and does no
+// I/O; it is not safe for concurrent use (Node serialises commands).
+//
+// Applying the same commands in the same order to two new tables gives two
+// equal tables, including fencing tokens, ids and the order of events:
+// nothing depends on map iteration or on the machine.
 type Table struct {
-	mu      sync.Mutex
-	keys    map[string]*entry
-	parked  map[uint64]*Ticket // cancellation registry: parked requests by id
-	nextID  uint64
-	journal Journal
-	now     func() time.Time
-	epoch   time.Time // grant times are kept as offsets from it
-	stats   stats
-	woken   []*Ticket // tickets whose wake is due once mu is released
+	keys     map[string]*entry
+	sessions map[uint64]*session
+	tickets  map[uint64]*request // parked requests by ticket
+
+	lastToken   uint64
+	lastTicket  uint64
+	lastSession uint64
+	held        int // holders, all keys
+
+	timers timerHeap
+	events []Event
+	stats  Counters
+
+	visitGen uint64     // deadlock search: a new mark per search
+	stack    []*request // deadlock search: reused
 }
 
-// entry is one key with a holder, waiters, or both. A held key with no
-// waiters needs nothing beyond this struct: 48 bytes on 64-bit platforms,
-// plus its key and remote address.
+// Counters are what the table has done since it was made (or since
+// ResetCounters). They are not part of the table's state: replay counts
+// again and a snapshot does not keep them.
+type Counters struct {
+	Grants          uint64 // grants, at once or after a wait
+	Busy            uint64 // tries refused because the key was held
+	Withdrawn       uint64 // parked requests withdrawn before a grant
+	Deadlocks       uint64 // acquires refused because they would deadlock
+	SessionsOpened  uint64
+	SessionExpiries uint64 // sessions whose TTL passed
+	LeaseExpiries   uint64 // locks whose lease ran out
+	Wait            histogram
+}
+
+// entry is one key that has holders, parked requests, or a lock-delay. A
+// key held by one holder with no waiters is this struct alone (80 bytes on
+// 64-bit platforms) plus its key and the holder's remote address.
 type entry struct {
-	holder holder
-	queue  *queue
+	key   string
+	first holder // first.token == 0: no holder
+	x     *entryExt
 }
 
-// holder is the compact form of a Grant kept in the table. The key is the
-// table's map key; the source is interned, since one source usually holds
-// many keys; the grant time is an offset from the table's epoch, which
-// carries the monotonic clock.
+// entryExt is what a key needs beyond one holder: more holders, a queue, a
+// lock-delay, a limit.
+type entryExt struct {
+	more        []holder
+	head, tail  *request
+	queued      int
+	prioritized int // queued requests with a priority other than 0
+
+	limit    uint32 // 0 or 1: one exclusive holder
+	delay    timer  // lock-delay; delay.at == 0: none
+	delayFor int64  // the delay's length, nanoseconds, for a restart
+}
+
+// holder is one lock on a key.
 type holder struct {
-	id       uint64 // 0 when no one holds the key
+	token    uint64
 	source   unique.Handle[string]
 	remote   string
-	acquired time.Duration // since Table.epoch
+	acquired int64 // node clock, Unix nanoseconds
+	s        *hold // nil for a v1 holder
 }
 
-type queue struct {
-	head, tail *Ticket
-	n          int
+// hold is what a lock held by a session keeps beyond holder.
+type hold struct {
+	sess         *session
+	e            *entry
+	token        uint64
+	request      uint64 // the client's id of the acquire
+	mode         Mode
+	count        uint32 // reentrancy, at least 1
+	owner        string
+	leaseFor     int64 // nanoseconds; 0: no lease
+	delayFor     int64 // lock-delay after a loss by expiry, nanoseconds
+	lease        timer
+	sprev, snext *hold
 }
 
-type ticketState uint8
+// request is a parked acquire.
+type request struct {
+	ticket    uint64
+	e         *entry
+	sess      *session // nil for v1
+	request   uint64
+	source    unique.Handle[string]
+	remote    string
+	queuedAt  int64
+	leaseFor  int64
+	delayFor  int64
+	mode      Mode
+	limit     uint32
+	priority  int32
+	reentrant bool
+	connBound bool
+	owner     string
+	wait      timer
+	visit     uint64
 
-const (
-	ticketQueued ticketState = iota
-	ticketGranted
-	ticketWithdrawn
-)
+	prev, next   *request // the key's queue, in arrival order
+	sprev, snext *request // the session's parked requests
+}
 
-// Ticket is a lock request that has entered the table: granted at once, or
-// parked until it is granted or withdrawn. All fields are guarded by the
-// table's lock.
-type Ticket struct {
-	grant    Grant
-	queuedAt time.Time
-	state    ticketState
-	err      error   // reason for withdrawal
-	pending  Pending // the journal's promise for the grant
-	done     chan struct{}
-	wake     func(*Ticket)
-	prev     *Ticket
-	next     *Ticket
+// session is a client of the session protocol, as the table knows it. Its
+// liveness (when it was last heard from) is the Node's business.
+type session struct {
+	id      uint64
+	name    unique.Handle[string]
+	ttl     int64
+	secret  [SecretHashLen]byte
+	opened  int64
+	applied uint64
+
+	heldHead, heldTail     *hold
+	heldN                  int
+	parkedHead, parkedTail *request
+	parkedN                int
+	byRequest              map[uint64]*request // parked, by client request id
 }
 
 // NewTable returns an empty table.
-func NewTable(cfg Config) *Table {
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
+func NewTable() *Table {
 	return &Table{
-		keys:    make(map[string]*entry),
-		parked:  make(map[uint64]*Ticket),
-		journal: cfg.Journal,
-		now:     now,
-		epoch:   now(),
-		stats:   stats{Wait: newHistogram()},
+		keys:     make(map[string]*entry),
+		sessions: make(map[uint64]*session),
+		tickets:  make(map[uint64]*request),
+		stats:    Counters{Wait: newHistogram()},
 	}
 }
 
-// Claim names the requester of a lock: the key, its source and the remote
-// address of its connection.
-type Claim struct {
-	Key        string
-	Source     string
-	RemoteAddr string
+// TakeEvents returns the events of the commands applied since the last
+// call, in the order they happened, and forgets them. The slice is the
+// table's until the next Apply: copy what must outlive it.
+func (t *Table) TakeEvents() []Event {
+	ev := t.events
+	t.events = t.events[:0]
+	return ev
 }
 
-// Restore installs grants read back from a journal, before the table serves.
-// The grants keep their source, remote address and acquired time; they get
-// fresh ids. Nothing is appended to the journal. A key given twice keeps
-// the last grant.
-func (t *Table) Restore(grants []Grant) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, g := range grants {
-		t.nextID++
-		g.ID = t.nextID
-		e := t.keys[g.Key]
-		if e == nil {
-			e = &entry{}
-			t.keys[g.Key] = e
+// Counters returns the table's counters.
+func (t *Table) Counters() Counters { return t.stats }
+
+// ResetCounters sets every counter to zero, after a replay.
+func (t *Table) ResetCounters() { t.stats = Counters{Wait: newHistogram()} }
+
+// LastToken returns the highest fencing token handed out.
+func (t *Table) LastToken() uint64 { return t.lastToken }
+
+// Apply applies c and returns its result. It never fails: a command that
+// cannot take effect has a Status that says why and changes nothing.
+// Result.Changed reports whether the table changed, which is when the
+// command must be journaled for a replay to reach the same state.
+func (t *Table) Apply(c *Command) Result {
+	switch c.Op {
+	case OpAcquire:
+		return t.acquire(c)
+	case OpRelease:
+		return t.release(c)
+	case OpRenew:
+		return t.renew(c)
+	case OpCancel:
+		return t.cancel(c)
+	case OpRevoke:
+		return t.revoke(c)
+	case OpResetKey:
+		return t.resetKey(c)
+	case OpResetSource:
+		return t.resetSource(c)
+	case OpOpenSession:
+		return t.openSession(c)
+	case OpCloseSession, OpExpireSession:
+		return t.endSession(c)
+	case OpTick:
+		return Result{Changed: t.tick(c.unixNano(), c.At)}
+	case OpRestart:
+		return t.restart(c)
+	}
+	return Result{Status: StatusInvalid}
+}
+
+// session returns the session of c and whether c may be applied to it: the
+// session exists and c's request id is above the highest applied, which it
+// then becomes. A refusal is the result to return.
+func (t *Table) session(c *Command) (*session, Result, bool) {
+	s := t.sessions[c.Session]
+	if s == nil {
+		return nil, Result{Status: StatusNoSession}, false
+	}
+	if c.Request <= s.applied {
+		return nil, Result{Status: StatusDuplicate}, false
+	}
+	s.applied = c.Request
+	return s, Result{}, true
+}
+
+func normLimit(l uint32) uint32 { return max(l, 1) }
+
+// --- acquire ---
+
+func (t *Table) acquire(c *Command) Result {
+	if ValidateKey(c.Key) != nil || c.Mode > Shared || c.Mode == Shared && c.Limit > 1 ||
+		c.Lease < 0 || c.Delay < 0 || c.Wait < 0 {
+		return Result{Status: StatusInvalid}
+	}
+	var s *session
+	if c.Session != 0 {
+		var r Result
+		var ok bool
+		if s, r, ok = t.session(c); !ok {
+			return r
 		}
-		e.holder = holder{id: g.ID, source: unique.Make(g.Source), remote: g.RemoteAddr, acquired: g.Acquired.Sub(t.epoch)}
+	} else if c.Reentrant || c.Lease != 0 {
+		return Result{Status: StatusInvalid} // v1 has neither
 	}
-}
-
-// grant expands the holder of key into a Grant.
-func (t *Table) grant(key string, h holder) Grant {
-	return Grant{ID: h.id, Key: key, Source: h.source.Value(), RemoteAddr: h.remote, Acquired: t.epoch.Add(h.acquired)}
-}
-
-// TryLock grants c.Key if it is free and otherwise returns ErrBusy at once.
-// The returned Pending reports when the grant is durable; if it fails, the
-// caller must call ReleaseGrant.
-func (t *Table) TryLock(c Claim) (Grant, Pending, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	now := c.unixNano()
 	e := t.keys[c.Key]
-	if e != nil && (e.holder.id != 0 || e.queue != nil) {
-		t.stats.Busy++
-		return Grant{}, nil, ErrBusy
-	}
-	if e == nil {
-		e = &entry{}
-		t.keys[c.Key] = e
-	}
-	now := t.now()
-	g := t.grantLocked(e, c, now, 0, 0)
-	return g, t.appendLocked(OpGrant, g), nil
-}
-
-// Enqueue asks for c.Key. When the key is free the ticket is granted at
-// once; otherwise it parks at the tail of the key's queue. When a parked
-// ticket is granted or withdrawn, Done reports it and wake, if not nil, is
-// called with the ticket once, by the goroutine whose call did it, after
-// the table's lock is released; wake may call the table but should not
-// block for long, as that call waits for it.
-func (t *Table) Enqueue(c Claim, wake func(*Ticket)) *Ticket {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.now()
-	tk := &Ticket{queuedAt: now, wake: wake}
-	e := t.keys[c.Key]
-	if e == nil {
-		e = &entry{}
-		t.keys[c.Key] = e
-	}
-	if e.holder.id == 0 && e.queue == nil {
-		tk.grant = t.grantLocked(e, c, now, 0, 0)
-		tk.state = ticketGranted
-		tk.pending = t.appendLocked(OpGrant, tk.grant)
-		return tk
-	}
-	t.nextID++
-	tk.grant = Grant{ID: t.nextID, Key: c.Key, Source: c.Source, RemoteAddr: c.RemoteAddr}
-	tk.done = make(chan struct{}, 1)
-	q := e.queue
-	if q == nil {
-		q = &queue{}
-		e.queue = q
-	}
-	if q.tail == nil {
-		q.head = tk
-	} else {
-		q.tail.next, tk.prev = tk, q.tail
-	}
-	q.tail = tk
-	q.n++
-	t.parked[tk.grant.ID] = tk
-	t.stats.Parked++
-	return tk
-}
-
-// grantLocked makes c the holder of e at now, after a wait of waited.
-// id 0 draws a fresh id.
-func (t *Table) grantLocked(e *entry, c Claim, now time.Time, id uint64, waited time.Duration) Grant {
-	if id == 0 {
-		t.nextID++
-		id = t.nextID
-	}
-	e.holder = holder{id: id, source: unique.Make(c.Source), remote: c.RemoteAddr, acquired: now.Sub(t.epoch)}
-	t.stats.Grants++
-	t.stats.Wait.observe(waited)
-	return Grant{ID: id, Key: c.Key, Source: c.Source, RemoteAddr: c.RemoteAddr, Acquired: t.epoch.Add(e.holder.acquired)}
-}
-
-func (t *Table) appendLocked(op Op, g Grant) Pending {
-	if t.journal == nil {
-		return nil
-	}
-	return t.journal.Append(Change{Op: op, Grant: g})
-}
-
-// Done is closed-like: it receives once when a parked ticket is granted or
-// withdrawn. It is nil for a ticket granted at once.
-func (tk *Ticket) Done() <-chan struct{} { return tk.done }
-
-// ID returns the request id of the ticket.
-func (tk *Ticket) ID() uint64 { return tk.grant.ID }
-
-// Result reports the ticket's state: the grant and its journal Pending when
-// granted, ErrWithdrawn (wrapped with the reason) when withdrawn, and
-// ErrParked while still parked.
-func (t *Table) Result(tk *Ticket) (Grant, Pending, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch tk.state {
-	case ticketGranted:
-		return tk.grant, tk.pending, nil
-	case ticketWithdrawn:
-		return Grant{}, nil, tk.err
-	}
-	return Grant{}, nil, ErrParked
-}
-
-// Withdraw takes back a ticket whose requester has gone. A parked ticket
-// leaves its queue; a granted ticket whose grant is still in force is
-// released, so the key passes to the next waiter. It reports whether the
-// ticket had been granted, and returns the Pending of any release.
-func (t *Table) Withdraw(tk *Ticket) (granted bool, p Pending) {
-	t.mu.Lock()
-	defer t.unlockAndWake()
-	switch tk.state {
-	case ticketQueued:
-		t.withdrawLocked(tk, ErrWithdrawn)
-		return false, nil
-	case ticketGranted:
-		return true, t.releaseIfLocked(tk.grant)
-	}
-	return false, nil
-}
-
-// withdrawLocked removes a parked ticket from its queue and the registry.
-func (t *Table) withdrawLocked(tk *Ticket, reason error) {
-	e := t.keys[tk.grant.Key]
-	q := e.queue
-	if tk.prev == nil {
-		q.head = tk.next
-	} else {
-		tk.prev.next = tk.next
-	}
-	if tk.next == nil {
-		q.tail = tk.prev
-	} else {
-		tk.next.prev = tk.prev
-	}
-	tk.prev, tk.next = nil, nil
-	q.n--
-	if q.n == 0 {
-		e.queue = nil
-	}
-	delete(t.parked, tk.grant.ID)
-	t.stats.Parked--
-	t.stats.Withdrawn++
-	tk.state, tk.err = ticketWithdrawn, reason
-	t.signalLocked(tk)
-	t.dropIfIdleLocked(tk.grant.Key, e)
-}
-
-func (t *Table) signalLocked(tk *Ticket) {
-	tk.done <- struct{}{}
-	if tk.wake != nil {
-		t.woken = append(t.woken, tk)
-	}
-}
-
-// unlockAndWake releases the table's lock, then calls the wake functions
-// of the tickets granted or withdrawn while it was held, in that order.
-func (t *Table) unlockAndWake() {
-	woken := t.woken
-	t.woken = nil
-	t.mu.Unlock()
-	for i, tk := range woken {
-		tk.wake(tk)
-		woken[i] = nil
-	}
-}
-
-func (t *Table) dropIfIdleLocked(key string, e *entry) {
-	if e.holder.id == 0 && e.queue == nil {
-		delete(t.keys, key)
-	}
-}
-
-// Release ends the current grant of key, whoever holds it, and passes the
-// key to the first waiter. Releasing a free key changes nothing and returns
-// nil. The Pending reports when the release is durable.
-func (t *Table) Release(key string) Pending {
-	_, p := t.Unlock(key)
-	return p
-}
-
-// Unlock is Release, and also returns the request id of the grant it
-// ended, or 0 when the key was free.
-func (t *Table) Unlock(key string) (ended uint64, p Pending) {
-	t.mu.Lock()
-	defer t.unlockAndWake()
-	e := t.keys[key]
-	if e == nil || e.holder.id == 0 {
-		return 0, nil
-	}
-	ended = e.holder.id
-	return ended, t.releaseLocked(key, e)
-}
-
-// ReleaseGrant releases g only if it is still the key's grant in force; a
-// grant that has already ended is left alone. It undoes a grant whose '+'
-// could not be delivered or whose journal write failed.
-func (t *Table) ReleaseGrant(g Grant) Pending {
-	t.mu.Lock()
-	defer t.unlockAndWake()
-	return t.releaseIfLocked(g)
-}
-
-func (t *Table) releaseIfLocked(g Grant) Pending {
-	e := t.keys[g.Key]
-	if e == nil || e.holder.id != g.ID {
-		return nil
-	}
-	return t.releaseLocked(g.Key, e)
-}
-
-// releaseLocked ends e's grant and hands the key to the head of its queue.
-func (t *Table) releaseLocked(key string, e *entry) Pending {
-	var p Pending
-	if t.journal != nil {
-		p = t.appendLocked(OpRelease, t.grant(key, e.holder))
-	}
-	e.holder = holder{}
-	if q := e.queue; q != nil {
-		tk := q.head
-		q.head = tk.next
-		if q.head == nil {
-			q.tail = nil
-		} else {
-			q.head.prev = nil
+	if e != nil && e.active() {
+		if lim := e.limit(); lim != normLimit(c.Limit) {
+			return Result{Status: StatusLimitMismatch, Limit: lim}
 		}
-		tk.next = nil
-		q.n--
-		if q.n == 0 {
-			e.queue = nil
-		}
-		delete(t.parked, tk.grant.ID)
-		t.stats.Parked--
-		now := t.now()
-		claim := Claim{Key: key, Source: tk.grant.Source, RemoteAddr: tk.grant.RemoteAddr}
-		tk.grant = t.grantLocked(e, claim, now, tk.grant.ID, now.Sub(tk.queuedAt))
-		tk.state = ticketGranted
-		tk.pending = t.appendLocked(OpGrant, tk.grant)
-		t.signalLocked(tk)
-		return p
-	}
-	delete(t.keys, key)
-	return p
-}
-
-// ResetKey takes key from its holder, as Release does: the queue keeps its
-// order and its head gets the key.
-func (t *Table) ResetKey(key string) Pending { return t.Release(key) }
-
-// ResetSource releases every key held by source (each passes to its next
-// waiter) and withdraws every parked request of source with ErrWithdrawn.
-// It returns the number of keys released and requests withdrawn, and the
-// Pending of the last release.
-func (t *Table) ResetSource(source string) (released, withdrawn int, p Pending) {
-	t.mu.Lock()
-	defer t.unlockAndWake()
-	for _, tk := range t.parked {
-		if tk.grant.Source == source {
-			t.withdrawLocked(tk, ErrWithdrawn)
-			withdrawn++
-		}
-	}
-	src := unique.Make(source)
-	for key, e := range t.keys {
-		if e.holder.id != 0 && e.holder.source == src {
-			if rp := t.releaseLocked(key, e); rp != nil {
-				p = rp
+		if s != nil {
+			if h := e.holderOf(s, c.Owner); h != nil {
+				hs := h.s
+				if hs.mode == Shared && c.Mode == Exclusive {
+					return Result{Status: StatusUpgrade}
+				}
+				if c.Reentrant && hs.mode == c.Mode {
+					hs.count++
+					return Result{Status: StatusGranted, Token: h.token, Count: hs.count,
+						Left: t.leaseLeft(hs, now), Changed: true}
+				}
 			}
-			released++
 		}
 	}
-	return released, withdrawn, p
+	if e == nil {
+		e = &entry{key: c.Key}
+		t.keys[c.Key] = e
+	}
+	if e.x != nil && !e.active() {
+		e.x.limit = normLimit(c.Limit) // a key in lock-delay alone takes the new limit
+	} else if e.x == nil && c.Limit > 1 {
+		e.ext().limit = c.Limit
+	}
+	if e.queueLen() == 0 && !e.delayed() && e.compatible(c.Mode, normLimit(c.Limit)) {
+		h := t.grant(e, s, c.Request, c.Source, c.RemoteAddr, c.Mode, c.Owner,
+			int64(c.Lease), int64(c.Delay), now, 0)
+		t.emit(Event{Kind: EventGranted, Key: e.key, Token: h.token, Session: c.Session, Request: c.Request,
+			Source: c.Source, Mode: c.Mode, At: c.At, Lease: c.Lease})
+		return Result{Status: StatusGranted, Token: h.token, Count: 1, Left: c.Lease, Changed: true}
+	}
+	if c.Try && c.Priority <= 0 {
+		t.stats.Busy++
+		return Result{Status: StatusBusy}
+	}
+	r := &request{
+		e: e, sess: s, request: c.Request, source: unique.Make(c.Source), remote: c.RemoteAddr,
+		queuedAt: now, leaseFor: int64(c.Lease), delayFor: int64(min(c.Delay, MaxLockDelay)),
+		mode: c.Mode, limit: normLimit(c.Limit), priority: c.Priority, reentrant: c.Reentrant,
+		connBound: c.ConnBound, owner: c.Owner,
+	}
+	e.enqueue(r)
+	if granted := t.promote(e, now, c.At, r); granted != nil {
+		t.emit(Event{Kind: EventGranted, Key: e.key, Token: granted.token, Session: c.Session,
+			Request: c.Request, Source: c.Source, Mode: c.Mode, At: c.At, Lease: c.Lease})
+		return Result{Status: StatusGranted, Token: granted.token, Count: 1, Left: c.Lease, Changed: true}
+	}
+	if c.Try {
+		e.unlink(r)
+		t.stats.Busy++
+		return Result{Status: StatusBusy}
+	}
+	if s != nil && t.wouldDeadlock(r) {
+		e.unlink(r)
+		t.dropIfIdle(e)
+		t.stats.Deadlocks++
+		t.emit(Event{Kind: EventDeadlock, Key: c.Key, Session: c.Session, Request: c.Request,
+			Source: c.Source, Mode: c.Mode, At: c.At})
+		return Result{Status: StatusDeadlock}
+	}
+	t.lastTicket++
+	r.ticket = t.lastTicket
+	t.tickets[r.ticket] = r
+	if s != nil {
+		s.addParked(r)
+	}
+	if c.Wait > 0 {
+		r.wait = timer{at: now + int64(c.Wait), kind: timerWait, req: r}
+		t.timers.push(&r.wait)
+	}
+	return Result{Status: StatusParked, Ticket: r.ticket, Changed: true}
 }
 
-// Lock blocks until c.Key is granted and durable, or ctx ends. When ctx
-// ends first the request is withdrawn (or, if the grant raced it, the key
-// is released again) and ctx's error is returned. A failed journal write
-// releases the key and returns an error wrapping ErrJournal.
-func (t *Table) Lock(ctx context.Context, c Claim) (Grant, error) {
-	tk := t.Enqueue(c, nil)
-	if tk.done != nil {
-		select {
-		case <-tk.done:
-		case <-ctx.Done():
-			t.Withdraw(tk)
-			return Grant{}, ctx.Err()
+// grant makes a new holder of e with the next fencing token. The grant is
+// at now after a wait of waited nanoseconds.
+func (t *Table) grant(e *entry, s *session, request uint64, source, remote string, mode Mode,
+	owner string, leaseFor, delayFor, now, waited int64) *holder {
+	return t.grantHandle(e, s, request, unique.Make(source), remote, mode, owner, leaseFor, delayFor, now, waited)
+}
+
+func (t *Table) grantHandle(e *entry, s *session, request uint64, source unique.Handle[string], remote string,
+	mode Mode, owner string, leaseFor, delayFor, now, waited int64) *holder {
+	t.lastToken++
+	h := holder{token: t.lastToken, source: source, remote: remote, acquired: now}
+	if s != nil {
+		hs := &hold{sess: s, e: e, token: h.token, request: request, mode: mode, count: 1, owner: owner,
+			leaseFor: leaseFor, delayFor: min(delayFor, int64(MaxLockDelay))}
+		if leaseFor > 0 {
+			hs.lease = timer{at: now + leaseFor, kind: timerLease, hold: hs}
+			t.timers.push(&hs.lease)
+		}
+		s.addHeld(hs)
+		h.s = hs
+	}
+	t.stats.Grants++
+	t.stats.Wait.observe(time.Duration(waited))
+	t.held++
+	return e.addHolder(h)
+}
+
+// promote grants the key to its queue's best requests while they fit
+// beside the holders, and returns the holder made for want if want was
+// among them. It stops at the first that does not fit, so no request
+// overtakes one that must wait (a waiting writer holds back later readers).
+func (t *Table) promote(e *entry, now int64, at time.Time, want *request) *holder {
+	var got *holder
+	for e.x != nil && e.x.head != nil && !e.delayed() {
+		r := e.best(now)
+		if !e.compatible(r.mode, r.limit) {
+			break
+		}
+		e.unlink(r)
+		t.unpark(r)
+		h := t.grantHandle(e, r.sess, r.request, r.source, r.remote, r.mode, r.owner,
+			r.leaseFor, r.delayFor, now, now-r.queuedAt)
+		if r == want {
+			got = h
+			continue
+		}
+		var sid uint64
+		if r.sess != nil {
+			sid = r.sess.id
+		}
+		t.emit(Event{Kind: EventGranted, Parked: true, Key: e.key, Token: h.token, Session: sid,
+			Request: r.request, Ticket: r.ticket, Source: r.source.Value(), Mode: r.mode, At: at,
+			Lease: time.Duration(r.leaseFor)})
+	}
+	return got
+}
+
+// unpark forgets the bookkeeping of a parked request that left its queue.
+func (t *Table) unpark(r *request) {
+	if r.ticket != 0 {
+		delete(t.tickets, r.ticket)
+	}
+	if r.sess != nil && r.ticket != 0 {
+		r.sess.removeParked(r)
+	}
+	t.timers.remove(&r.wait)
+}
+
+// withdraw takes a parked request out of its queue without the key. With
+// promote, those behind it that fit now are granted (a writer that left
+// lets readers in); without, the caller promotes the key later.
+func (t *Table) withdraw(r *request, reason Reason, at time.Time, promote bool) {
+	e := r.e
+	e.unlink(r)
+	t.unpark(r)
+	t.stats.Withdrawn++
+	var sid uint64
+	if r.sess != nil {
+		sid = r.sess.id
+	}
+	t.emit(Event{Kind: EventWithdrawn, Reason: reason, Key: e.key, Session: sid, Request: r.request,
+		Ticket: r.ticket, Source: r.source.Value(), Mode: r.mode, At: at})
+	if promote {
+		t.settle(e, at)
+	}
+}
+
+// settle passes e to those of its queue that fit, and drops e when idle.
+func (t *Table) settle(e *entry, at time.Time) {
+	t.promote(e, at.UnixNano(), at, nil)
+	t.dropIfIdle(e)
+}
+
+// --- release, renew, revoke, cancel ---
+
+func (t *Table) release(c *Command) Result {
+	if c.Session == 0 {
+		e := t.keys[c.Key]
+		if e == nil || e.first.token == 0 {
+			return Result{}
+		}
+		if e.first.s != nil {
+			return Result{Status: StatusNotOwned}
+		}
+		token := e.first.token
+		t.endHolder(e, token, ReasonReleased, false, c.At, true)
+		return Result{Token: token, Changed: true}
+	}
+	s, r, ok := t.session(c)
+	if !ok {
+		return r
+	}
+	e := t.keys[c.Key]
+	var h *holder
+	if e != nil {
+		h = e.holderByToken(c.Token)
+	}
+	if h == nil || h.s == nil || h.s.sess != s {
+		return Result{Status: StatusStale}
+	}
+	if h.s.count > 1 {
+		h.s.count--
+		return Result{Token: c.Token, Count: h.s.count, Changed: true}
+	}
+	t.endHolder(e, c.Token, ReasonReleased, false, c.At, true)
+	return Result{Token: c.Token, Changed: true}
+}
+
+func (t *Table) renew(c *Command) Result {
+	s, r, ok := t.session(c)
+	if !ok {
+		return r
+	}
+	e := t.keys[c.Key]
+	var h *holder
+	if e != nil {
+		h = e.holderByToken(c.Token)
+	}
+	if h == nil || h.s == nil || h.s.sess != s || c.Lease < 0 {
+		return Result{Status: StatusStale}
+	}
+	hs := h.s
+	if c.Lease > 0 {
+		hs.leaseFor = int64(c.Lease)
+	}
+	if hs.leaseFor == 0 {
+		return Result{Token: c.Token}
+	}
+	now := c.unixNano()
+	hs.lease.at, hs.lease.kind, hs.lease.hold = now+hs.leaseFor, timerLease, hs
+	t.timers.fix(&hs.lease)
+	return Result{Token: c.Token, Left: time.Duration(hs.leaseFor), Changed: true}
+}
+
+func (t *Table) revoke(c *Command) Result {
+	e := t.keys[c.Key]
+	if e == nil || e.holderByToken(c.Token) == nil {
+		return Result{Status: StatusStale}
+	}
+	t.endHolder(e, c.Token, ReasonRevoked, false, c.At, true)
+	return Result{Token: c.Token, Changed: true}
+}
+
+func (t *Table) cancel(c *Command) Result {
+	var r *request
+	if c.Session != 0 {
+		s, res, ok := t.session(c)
+		if !ok {
+			return res
+		}
+		r = s.byRequest[c.Target]
+	} else {
+		r = t.tickets[c.Ticket]
+	}
+	if r == nil {
+		return Result{Status: StatusNotParked}
+	}
+	t.withdraw(r, ReasonCancelled, c.At, true)
+	return Result{Changed: true}
+}
+
+// endHolder removes the holder of token from e for reason. A loss by
+// expiry (delay) starts the key's lock-delay when the lock asked for one.
+// With promote the key then passes to its queue; without, the caller
+// settles it later.
+func (t *Table) endHolder(e *entry, token uint64, reason Reason, delay bool, at time.Time, promote bool) {
+	h := e.removeHolder(token)
+	t.held--
+	now := at.UnixNano()
+	ev := Event{Kind: EventLost, Reason: reason, Key: e.key, Token: h.token, Source: h.source.Value(), At: at}
+	if reason == ReasonReleased || reason == ReasonSessionClosed {
+		ev.Kind = EventReleased
+	}
+	if hs := h.s; hs != nil {
+		ev.Session, ev.Request, ev.Mode = hs.sess.id, hs.request, hs.mode
+		hs.sess.removeHeld(hs)
+		t.timers.remove(&hs.lease)
+		if delay && hs.delayFor > 0 {
+			t.setDelay(e, now, hs.delayFor)
 		}
 	}
-	g, p, err := t.Result(tk)
-	if err != nil {
-		return Grant{}, err
+	t.emit(ev)
+	if promote {
+		t.settle(e, at)
 	}
-	if err := waitPending(p); err != nil {
-		t.ReleaseGrant(g)
-		return Grant{}, err
-	}
-	return g, nil
 }
 
-// Len returns the number of keys in the table: held, or with waiters.
-func (t *Table) Len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.keys)
+// setDelay keeps e from being granted until now+d (or later, if a delay
+// already runs longer).
+func (t *Table) setDelay(e *entry, now, d int64) {
+	x := e.ext()
+	until := now + d
+	if x.delay.at >= until {
+		return
+	}
+	x.delayFor = d
+	x.delay.at, x.delay.kind, x.delay.ent = until, timerDelay, e
+	t.timers.fix(&x.delay)
 }
 
-// Holder returns the grant in force for key, if any.
-func (t *Table) Holder(key string) (Grant, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if e := t.keys[key]; e != nil && e.holder.id != 0 {
-		return t.grant(key, e.holder), true
+func (t *Table) clearDelay(e *entry) bool {
+	if e.x == nil || e.x.delay.at == 0 {
+		return false
 	}
-	return Grant{}, false
+	t.timers.remove(&e.x.delay)
+	e.x.delay = timer{}
+	e.x.delayFor = 0
+	return true
+}
+
+// --- resets ---
+
+func (t *Table) resetKey(c *Command) Result {
+	e := t.keys[c.Key]
+	if e == nil {
+		return Result{}
+	}
+	changed := t.clearDelay(e)
+	for e.first.token != 0 {
+		t.endHolder(e, e.first.token, ReasonReset, false, c.At, false)
+		changed = true
+	}
+	if changed {
+		t.settle(e, c.At)
+	}
+	return Result{Changed: changed}
+}
+
+func (t *Table) resetSource(c *Command) Result {
+	src := unique.Make(c.Source)
+	var parked []*request
+	for _, r := range t.tickets {
+		if r.source == src {
+			parked = append(parked, r)
+		}
+	}
+	slices.SortFunc(parked, func(a, b *request) int { return cmpU64(a.ticket, b.ticket) })
+	var touched []*entry
+	for _, r := range parked {
+		touched = append(touched, r.e)
+		t.withdraw(r, ReasonReset, c.At, false)
+	}
+	var keys []string
+	for k, e := range t.keys {
+		if e.heldBy(src) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		e := t.keys[k]
+		touched = append(touched, e)
+		for h := e.holderFrom(src); h != nil; h = e.holderFrom(src) {
+			t.endHolder(e, h.token, ReasonReset, false, c.At, false)
+		}
+	}
+	t.settleAll(touched, c.At)
+	return Result{Changed: len(parked) > 0 || len(keys) > 0}
+}
+
+// --- sessions ---
+
+func (t *Table) openSession(c *Command) Result {
+	if c.TTL <= 0 || len(c.Source) > MaxSourceLen {
+		return Result{Status: StatusInvalid}
+	}
+	t.lastSession++
+	s := &session{id: t.lastSession, name: unique.Make(c.Source), ttl: int64(c.TTL),
+		secret: c.SecretHash, opened: c.unixNano()}
+	t.sessions[s.id] = s
+	t.stats.SessionsOpened++
+	return Result{Session: s.id, Changed: true}
+}
+
+func (t *Table) endSession(c *Command) Result {
+	var s *session
+	if c.Op == OpCloseSession {
+		var r Result
+		var ok bool
+		if s, r, ok = t.session(c); !ok {
+			return r
+		}
+	} else if s = t.sessions[c.Session]; s == nil {
+		return Result{Status: StatusNoSession}
+	}
+	reason, expired := ReasonSessionClosed, c.Op == OpExpireSession
+	if expired {
+		reason = ReasonSessionExpired
+		t.stats.SessionExpiries++
+	}
+	// Nothing is granted until the session has let go of everything: a
+	// request of its own behind one of its locks must not get the key.
+	var touched []*entry
+	for s.parkedHead != nil {
+		touched = append(touched, s.parkedHead.e)
+		t.withdraw(s.parkedHead, reason, c.At, false)
+	}
+	for s.heldHead != nil {
+		hs := s.heldHead
+		touched = append(touched, hs.e)
+		t.endHolder(hs.e, hs.token, reason, expired, c.At, false)
+	}
+	delete(t.sessions, s.id)
+	t.settleAll(touched, c.At)
+	t.emit(Event{Kind: EventSessionEnded, Reason: reason, Session: s.id, Source: s.name.Value(), At: c.At})
+	return Result{Changed: true}
+}
+
+// --- time ---
+
+// NextDeadline returns the earliest time at which a tick has work (a
+// lease, a lock-delay or a wait ends), and false when there is none.
+func (t *Table) NextDeadline() (time.Time, bool) {
+	if len(t.timers) == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, t.timers[0].at), true
+}
+
+// tick applies every deadline due at now and reports whether any was.
+func (t *Table) tick(now int64, at time.Time) bool {
+	changed := false
+	for len(t.timers) > 0 && t.timers[0].at <= now {
+		tm := t.timers.pop()
+		changed = true
+		switch tm.kind {
+		case timerLease:
+			hs := tm.hold
+			t.stats.LeaseExpiries++
+			t.endHolder(hs.e, hs.token, ReasonLeaseExpired, true, at, true)
+		case timerWait:
+			t.withdraw(tm.req, ReasonTimeout, at, true)
+		case timerDelay:
+			e := tm.ent
+			e.x.delay = timer{}
+			e.x.delayFor = 0
+			t.settle(e, at)
+		}
+	}
+	return changed
+}
+
+func (t *Table) restart(c *Command) Result {
+	now := c.unixNano()
+	t.lastToken = max(t.lastToken, uint64(max(now, 0)))
+	var gone []*request
+	for _, r := range t.tickets {
+		if r.connBound {
+			gone = append(gone, r)
+		}
+	}
+	slices.SortFunc(gone, func(a, b *request) int { return cmpU64(a.ticket, b.ticket) })
+	touched := make([]*entry, 0, len(gone))
+	for _, r := range gone {
+		touched = append(touched, r.e)
+		t.withdraw(r, ReasonRestart, c.At, false)
+	}
+	t.settleAll(touched, c.At)
+	for _, tm := range t.timers {
+		switch tm.kind {
+		case timerLease:
+			tm.at = max(tm.at, now+tm.hold.leaseFor)
+		case timerDelay:
+			tm.at = max(tm.at, now+tm.ent.x.delayFor)
+		}
+	}
+	t.timers.init()
+	return Result{Changed: true}
+}
+
+// leaseLeft returns what is left of hs's lease at now, 0 without one.
+func (t *Table) leaseLeft(hs *hold, now int64) time.Duration {
+	if hs.leaseFor == 0 {
+		return 0
+	}
+	return time.Duration(max(hs.lease.at-now, 0))
+}
+
+func (t *Table) emit(ev Event) { t.events = append(t.events, ev) }
+
+// settleAll settles each entry of es once, in the order they first appear.
+// An entry that was dropped is skipped.
+func (t *Table) settleAll(es []*entry, at time.Time) {
+	for i, e := range es {
+		if slices.Index(es[:i], e) >= 0 || t.keys[e.key] != e {
+			continue
+		}
+		t.settle(e, at)
+	}
+}
+
+// dropIfIdle removes e from the table when nothing holds, waits for or
+// delays it.
+func (t *Table) dropIfIdle(e *entry) {
+	if e.first.token == 0 && (e.x == nil || e.x.head == nil && e.x.delay.at == 0) {
+		delete(t.keys, e.key)
+	}
+}
+
+// --- deadlock detection ---
+
+// wouldDeadlock reports whether parking r would close a cycle in the
+// wait-for graph. Nodes are (session, owner) pairs; a v1 request or holder
+// belongs to no node and ends every path. r waits for each holder of its
+// key that it does not fit beside, and for the nearest request ahead of it
+// in the queue that it conflicts with; every request of a node waits on
+// behalf of that node. Keys with a limit above one (semaphores) are left
+// out: a request there waits for any one holder, not all of them, so a
+// path through it proves no deadlock. When the key's queue has requests
+// with a priority, only holders are followed (the order of service then
+// changes with time). A node that holds nothing and has nothing else
+// parked cannot be waited for, which makes the common case free.
+//
+// The search visits each parked request at most once: O(parked requests +
+// holders reached).
+func (t *Table) wouldDeadlock(r *request) bool {
+	s := r.sess
+	if s.heldN == 0 && s.parkedN == 0 {
+		return false
+	}
+	t.visitGen++
+	gen := t.visitGen
+	stack := t.stack[:0]
+	// found reports whether the node (sess, owner) is r's own; otherwise
+	// it pushes that node's parked requests.
+	found := false
+	visitNode := func(ns *session, owner string) {
+		if ns == nil || found {
+			return
+		}
+		if ns == s && owner == r.owner {
+			found = true
+			return
+		}
+		for p := ns.parkedHead; p != nil; p = p.snext {
+			if p.owner == owner && p.visit != gen {
+				p.visit = gen
+				stack = append(stack, p)
+			}
+		}
+	}
+	expand := func(p *request) {
+		e := p.e
+		if e.limit() > 1 {
+			return
+		}
+		if !e.fitsHolders(p.mode) {
+			e.eachHolder(func(h *holder) {
+				if h.s != nil {
+					visitNode(h.s.sess, h.s.owner)
+				}
+			})
+		}
+		if e.x.prioritized > 0 {
+			return
+		}
+		for q := p.prev; q != nil; q = q.prev {
+			if q.mode == Exclusive || p.mode == Exclusive {
+				if q.sess != nil {
+					visitNode(q.sess, q.owner)
+				}
+				break
+			}
+		}
+	}
+	r.visit = gen
+	expand(r)
+	for len(stack) > 0 && !found {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		expand(p)
+	}
+	clear(stack)
+	t.stack = stack[:0]
+	return found
+}
+
+// --- entry helpers ---
+
+func (e *entry) ext() *entryExt {
+	if e.x == nil {
+		e.x = &entryExt{}
+	}
+	return e.x
+}
+
+// active reports whether e has holders or parked requests.
+func (e *entry) active() bool { return e.first.token != 0 || e.x != nil && e.x.head != nil }
+
+func (e *entry) limit() uint32 {
+	if e.x == nil {
+		return 1
+	}
+	return normLimit(e.x.limit)
+}
+
+func (e *entry) queueLen() int {
+	if e.x == nil {
+		return 0
+	}
+	return e.x.queued
+}
+
+func (e *entry) delayed() bool { return e.x != nil && e.x.delay.at != 0 }
+
+func (e *entry) holders() int {
+	if e.first.token == 0 {
+		return 0
+	}
+	if e.x == nil {
+		return 1
+	}
+	return 1 + len(e.x.more)
+}
+
+// holdersMode returns the mode the holders share.
+func (e *entry) holdersMode() Mode {
+	if e.first.s != nil {
+		return e.first.s.mode
+	}
+	return Exclusive
+}
+
+// compatible reports whether a request of mode and limit fits beside the
+// holders now.
+func (e *entry) compatible(mode Mode, limit uint32) bool {
+	n := e.holders()
+	if n == 0 {
+		return true
+	}
+	if mode == Shared {
+		return e.holdersMode() == Shared
+	}
+	return e.holdersMode() == Exclusive && uint32(n) < limit
+}
+
+// fitsHolders reports whether a request of mode would fit beside the
+// holders, whatever the queue.
+func (e *entry) fitsHolders(mode Mode) bool { return e.compatible(mode, e.limit()) }
+
+func (e *entry) eachHolder(f func(*holder)) {
+	if e.first.token == 0 {
+		return
+	}
+	f(&e.first)
+	if e.x != nil {
+		for i := range e.x.more {
+			f(&e.x.more[i])
+		}
+	}
+}
+
+func (e *entry) holderByToken(token uint64) *holder {
+	if token == 0 {
+		return nil
+	}
+	var found *holder
+	e.eachHolder(func(h *holder) {
+		if h.token == token {
+			found = h
+		}
+	})
+	return found
+}
+
+func (e *entry) holderOf(s *session, owner string) *holder {
+	var found *holder
+	e.eachHolder(func(h *holder) {
+		if found == nil && h.s != nil && h.s.sess == s && h.s.owner == owner {
+			found = h
+		}
+	})
+	return found
+}
+
+func (e *entry) heldBy(src unique.Handle[string]) bool { return e.holderFrom(src) != nil }
+
+func (e *entry) holderFrom(src unique.Handle[string]) *holder {
+	var found *holder
+	e.eachHolder(func(h *holder) {
+		if found == nil && h.source == src {
+			found = h
+		}
+	})
+	return found
+}
+
+// addHolder adds h and returns where it is kept.
+func (e *entry) addHolder(h holder) *holder {
+	if e.first.token == 0 {
+		e.first = h
+		return &e.first
+	}
+	x := e.ext()
+	x.more = append(x.more, h)
+	return &x.more[len(x.more)-1]
+}
+
+// removeHolder removes the holder of token and returns it; the caller has
+// checked that it holds e.
+func (e *entry) removeHolder(token uint64) holder {
+	if e.first.token == token {
+		h := e.first
+		if e.x != nil && len(e.x.more) > 0 {
+			e.first = e.x.more[0]
+			e.x.more = slices.Delete(e.x.more, 0, 1)
+		} else {
+			e.first = holder{}
+		}
+		return h
+	}
+	for i, h := range e.x.more {
+		if h.token == token {
+			e.x.more = slices.Delete(e.x.more, i, i+1)
+			return h
+		}
+	}
+	panic("mutex: removeHolder of a token that does not hold the key")
+}
+
+func (e *entry) enqueue(r *request) {
+	x := e.ext()
+	if x.tail == nil {
+		x.head = r
+	} else {
+		x.tail.next, r.prev = r, x.tail
+	}
+	x.tail = r
+	x.queued++
+	if r.priority != 0 {
+		x.prioritized++
+	}
+}
+
+func (e *entry) unlink(r *request) {
+	x := e.x
+	if r.prev == nil {
+		x.head = r.next
+	} else {
+		r.prev.next = r.next
+	}
+	if r.next == nil {
+		x.tail = r.prev
+	} else {
+		r.next.prev = r.prev
+	}
+	r.prev, r.next = nil, nil
+	x.queued--
+	if r.priority != 0 {
+		x.prioritized--
+	}
+}
+
+// best returns the request the queue serves next at now: the highest
+// priority after aging, the earliest among equals. Without priorities it
+// is the head.
+func (e *entry) best(now int64) *request {
+	x := e.x
+	if x.prioritized == 0 {
+		return x.head
+	}
+	best, bestP := x.head, effective(x.head, now)
+	for r := x.head.next; r != nil; r = r.next {
+		if p := effective(r, now); p > bestP {
+			best, bestP = r, p
+		}
+	}
+	return best
+}
+
+// effective returns r's priority at now, aged by its wait.
+func effective(r *request, now int64) int64 {
+	return int64(r.priority) + max(now-r.queuedAt, 0)/int64(AgingStep)
+}
+
+// --- session lists ---
+
+func (s *session) addHeld(h *hold) {
+	if s.heldTail == nil {
+		s.heldHead = h
+	} else {
+		s.heldTail.snext, h.sprev = h, s.heldTail
+	}
+	s.heldTail = h
+	s.heldN++
+}
+
+func (s *session) removeHeld(h *hold) {
+	if h.sprev == nil {
+		s.heldHead = h.snext
+	} else {
+		h.sprev.snext = h.snext
+	}
+	if h.snext == nil {
+		s.heldTail = h.sprev
+	} else {
+		h.snext.sprev = h.sprev
+	}
+	h.sprev, h.snext = nil, nil
+	s.heldN--
+}
+
+func (s *session) addParked(r *request) {
+	if s.parkedTail == nil {
+		s.parkedHead = r
+	} else {
+		s.parkedTail.snext, r.sprev = r, s.parkedTail
+	}
+	s.parkedTail = r
+	s.parkedN++
+	if s.byRequest == nil {
+		s.byRequest = make(map[uint64]*request)
+	}
+	s.byRequest[r.request] = r
+}
+
+func (s *session) removeParked(r *request) {
+	if r.sprev == nil {
+		s.parkedHead = r.snext
+	} else {
+		r.sprev.snext = r.snext
+	}
+	if r.snext == nil {
+		s.parkedTail = r.sprev
+	} else {
+		r.snext.sprev = r.sprev
+	}
+	r.sprev, r.snext = nil, nil
+	s.parkedN--
+	delete(s.byRequest, r.request)
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// --- timers ---
+
+type timerKind uint8
+
+const (
+	timerLease timerKind = iota + 1
+	timerWait
+	timerDelay
+)
+
+// timer is a deadline in the table's heap. idx is its place there, -1 when
+// it is not in it.
+type timer struct {
+	at   int64
+	idx  int
+	kind timerKind
+	hold *hold
+	req  *request
+	ent  *entry
+}
+
+// id breaks ties between timers due at the same instant, so that the
+// order of a tick's work depends on the table's state only, never on the
+// heap's shape.
+func (tm *timer) less(o *timer) bool {
+	if tm.at != o.at {
+		return tm.at < o.at
+	}
+	if tm.kind != o.kind {
+		return tm.kind < o.kind
+	}
+	switch tm.kind {
+	case timerLease:
+		return tm.hold.token < o.hold.token
+	case timerWait:
+		return tm.req.ticket < o.req.ticket
+	}
+	return strings.Compare(tm.ent.key, o.ent.key) < 0
+}
+
+type timerHeap []*timer
+
+func (h *timerHeap) push(tm *timer) {
+	tm.idx = len(*h)
+	*h = append(*h, tm)
+	h.up(tm.idx)
+}
+
+func (h *timerHeap) pop() *timer {
+	old := *h
+	tm := old[0]
+	n := len(old) - 1
+	h.swap(0, n)
+	old[n] = nil
+	*h = old[:n]
+	if n > 0 {
+		h.down(0)
+	}
+	tm.idx = -1
+	return tm
+}
+
+func (h *timerHeap) remove(tm *timer) {
+	i := tm.idx
+	if i < 0 || i >= len(*h) || (*h)[i] != tm {
+		return
+	}
+	old := *h
+	n := len(old) - 1
+	if i != n {
+		h.swap(i, n)
+	}
+	old[n] = nil
+	*h = old[:n]
+	if i != n {
+		h.down(i)
+		h.up(i)
+	}
+	tm.idx = -1
+}
+
+func (h *timerHeap) fix(tm *timer) {
+	if tm.idx < 0 || tm.idx >= len(*h) || (*h)[tm.idx] != tm {
+		h.push(tm)
+		return
+	}
+	h.down(tm.idx)
+	h.up(tm.idx)
+}
+
+func (h *timerHeap) init() {
+	for i := len(*h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h timerHeap) swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx = i
+	h[j].idx = j
+}
+
+func (h timerHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[i].less(h[p]) {
+			break
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+func (h timerHeap) down(i int) {
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && h[r].less(h[l]) {
+			m = r
+		}
+		if !h[m].less(h[i]) {
+			return
+		}
+		h.swap(i, m)
+		i = m
+	}
 }

@@ -1,177 +1,585 @@
 package mutex
 
 import (
-	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"testing"
-	"testing/synctest"
 	"time"
 )
 
-func TestTableLockParksForMinutes(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		tb := NewTable(Config{})
-		ctx := context.Background()
-		if _, err := tb.Lock(ctx, Claim{Key: "k", Source: "a"}); err != nil {
-			t.Fatal(err)
+// bench is a table driven by hand, with a clock the test moves.
+type bench struct {
+	t   *testing.T
+	tab *Table
+	now time.Time
+	req map[uint64]uint64 // the last request id used per session
+}
+
+func newBench(t *testing.T) *bench {
+	return &bench{t: t, tab: NewTable(), now: time.Unix(1_700_000_000, 0), req: map[uint64]uint64{}}
+}
+
+func (b *bench) apply(c Command) Result {
+	b.t.Helper()
+	c.At = b.now
+	if c.Session != 0 && c.Request == 0 && c.Op != OpExpireSession {
+		b.req[c.Session]++
+		c.Request = b.req[c.Session]
+	}
+	return b.tab.Apply(&c)
+}
+
+func (b *bench) advance(d time.Duration) []Event {
+	b.t.Helper()
+	b.now = b.now.Add(d)
+	b.tab.TakeEvents()
+	b.apply(Command{Op: OpTick})
+	return slices.Clone(b.tab.TakeEvents())
+}
+
+func (b *bench) events() []Event { return slices.Clone(b.tab.TakeEvents()) }
+
+func (b *bench) open(name string) uint64 {
+	b.t.Helper()
+	r := b.apply(Command{Op: OpOpenSession, Source: name, TTL: 10 * time.Second})
+	if r.Status != StatusOK || r.Session == 0 {
+		b.t.Fatalf("open session: %+v", r)
+	}
+	return r.Session
+}
+
+func (b *bench) v1(key, source string) Result {
+	b.t.Helper()
+	return b.apply(Command{Op: OpAcquire, Key: key, Source: source, ConnBound: true})
+}
+
+func (b *bench) want(r Result, s Status) Result {
+	b.t.Helper()
+	if r.Status != s {
+		b.t.Fatalf("status %v, want %v (%+v)", r.Status, s, r)
+	}
+	return r
+}
+
+func (b *bench) holders(key string) []Holder {
+	return b.tab.describe(key, b.now).Holders
+}
+
+func (b *bench) holderTokens(key string) []uint64 {
+	var out []uint64
+	for _, h := range b.holders(key) {
+		out = append(out, h.Token)
+	}
+	return out
+}
+
+// grantedTickets returns the tickets of the EventGranted events in evs, in order.
+func grantedTickets(evs []Event) []uint64 {
+	var out []uint64
+	for _, ev := range evs {
+		if ev.Kind == EventGranted && ev.Parked {
+			out = append(out, ev.Ticket)
 		}
-		got := make(chan Grant, 1)
-		go func() {
-			g, err := tb.Lock(ctx, Claim{Key: "k", Source: "b"})
-			if err != nil {
-				t.Error(err)
+	}
+	return out
+}
+
+func TestV1FIFOAndNoCredit(t *testing.T) {
+	b := newBench(t)
+	first := b.want(b.v1("k", "a"), StatusGranted)
+	var tickets []uint64
+	for i := range 50 {
+		r := b.want(b.v1("k", fmt.Sprint("w", i)), StatusParked)
+		tickets = append(tickets, r.Ticket)
+	}
+	b.events()
+	var order []uint64
+	last := first.Token
+	for range 50 {
+		r := b.want(b.apply(Command{Op: OpRelease, Key: "k"}), StatusOK)
+		if r.Token != last {
+			t.Fatalf("released token %d, want %d", r.Token, last)
+		}
+		evs := b.events()
+		g := grantedTickets(evs)
+		if len(g) != 1 {
+			t.Fatalf("one release granted %v", evs)
+		}
+		order = append(order, g[0])
+		for _, ev := range evs {
+			if ev.Kind == EventGranted {
+				if ev.Token <= last {
+					t.Fatalf("token %d after %d", ev.Token, last)
+				}
+				last = ev.Token
 			}
-			got <- g
-		}()
-		synctest.Wait()
-		time.Sleep(15 * time.Minute)
-		synctest.Wait()
-		if len(got) != 0 {
-			t.Fatal("b granted while a holds the key")
 		}
-		tb.Release("k")
-		g := <-got
-		if g.Source != "b" {
-			t.Fatalf("grant = %+v", g)
-		}
-		snap := tb.Snapshot()
-		if snap.Wait.Count != 2 || snap.Wait.Buckets[600] != 1 || snap.Wait.Buckets[WaitBuckets[0]] != 1 {
-			t.Fatalf("wait histogram = %+v; want one grant at once and one after 15 minutes", snap.Wait)
-		}
-	})
-}
-
-func TestTableLockContextWithdraws(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		tb := NewTable(Config{})
-		tb.Lock(context.Background(), Claim{Key: "k", Source: "a"})
-		ctx, cancel := context.WithCancel(context.Background())
-		errc := make(chan error, 1)
-		go func() {
-			_, err := tb.Lock(ctx, Claim{Key: "k", Source: "b"})
-			errc <- err
-		}()
-		synctest.Wait()
-		cancel()
-		if err := <-errc; !errors.Is(err, context.Canceled) {
-			t.Fatalf("Lock = %v", err)
-		}
-		tb.Release("k")
-		if tb.Len() != 0 {
-			t.Fatal("withdrawn request was granted")
-		}
-		if s := tb.Snapshot(); s.Withdrawn != 1 || s.Parked != 0 {
-			t.Fatalf("withdrawn=%d parked=%d", s.Withdrawn, s.Parked)
-		}
-	})
-}
-
-func TestTableResetSourceWithdrawsParked(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		tb := NewTable(Config{})
-		ctx := context.Background()
-		tb.Lock(ctx, Claim{Key: "k", Source: "a"})
-		errs := make(chan error, 2)
-		for _, src := range []string{"gone", "stays"} {
-			go func() {
-				_, err := tb.Lock(ctx, Claim{Key: "k", Source: src})
-				errs <- err
-			}()
-			synctest.Wait()
-		}
-		released, withdrawn, _ := tb.ResetSource("gone")
-		if released != 0 || withdrawn != 1 {
-			t.Fatalf("released=%d withdrawn=%d", released, withdrawn)
-		}
-		if err := <-errs; !errors.Is(err, ErrWithdrawn) {
-			t.Fatalf("parked request of the reset source: %v", err)
-		}
-		released, _, _ = tb.ResetSource("a")
-		if released != 1 {
-			t.Fatalf("released=%d", released)
-		}
-		if err := <-errs; err != nil {
-			t.Fatalf("next waiter: %v", err)
-		}
-		if g, _ := tb.Holder("k"); g.Source != "stays" {
-			t.Fatalf("holder = %q", g.Source)
-		}
-	})
-}
-
-func TestJournalSeesEveryChangeInOrder(t *testing.T) {
-	j := NewMemoryJournal()
-	tb := NewTable(Config{Journal: j})
-	ctx := context.Background()
-	for i := range 10 {
-		tb.Lock(ctx, Claim{Key: fmt.Sprint(i), Source: "s"})
 	}
-	tb.Release("3")
-	tb.ResetKey("4")
-	tb.ResetSource("nobody")
-	tb.Release("not-held")
-	if got := j.Changes(); got != 12 {
-		t.Fatalf("journal saw %d changes, want 10 grants and 2 releases", got)
+	if !slices.Equal(order, tickets) {
+		t.Fatalf("grant order %v, want %v", order, tickets)
 	}
-	held := j.Held()
-	snap := tb.Snapshot()
-	if len(held) != len(snap.Holders) {
-		t.Fatalf("journal holds %d keys, table %d", len(held), len(snap.Holders))
+	b.want(b.apply(Command{Op: OpRelease, Key: "k"}), StatusOK)
+	// An unlock of a free key stores no credit.
+	if r := b.apply(Command{Op: OpRelease, Key: "k"}); r.Changed {
+		t.Fatal("release of a free key changed the table")
 	}
-	for i, g := range held {
-		if g != snap.Holders[i].Grant {
-			t.Fatalf("journal %+v != table %+v", g, snap.Holders[i].Grant)
-		}
+	b.want(b.v1("k", "x"), StatusGranted)
+	b.want(b.v1("k", "y"), StatusParked)
+	if b.tab.Len() != 1 {
+		t.Fatalf("%d keys", b.tab.Len())
+	}
+	// Keys that share a prefix are distinct.
+	for _, k := range []string{"k/", "K", "k\x00"} {
+		b.want(b.v1(k, "z"), StatusGranted)
 	}
 }
 
-// failingJournal fails every grant and records releases.
-type failingJournal struct{ releases int }
-
-type failed struct{}
-
-func (failed) Wait() error { return fmt.Errorf("disk full: %w", ErrJournal) }
-
-func (j *failingJournal) Append(c Change) Pending {
-	if c.Op == OpRelease {
-		j.releases++
-		return nil
+func TestV1TryAndResets(t *testing.T) {
+	b := newBench(t)
+	b.want(b.apply(Command{Op: OpAcquire, Key: "k", Source: "a", Try: true}), StatusGranted)
+	b.want(b.apply(Command{Op: OpAcquire, Key: "k", Source: "b", Try: true}), StatusBusy)
+	w1 := b.want(b.v1("k", "b"), StatusParked)
+	w2 := b.want(b.v1("k", "c"), StatusParked)
+	b.want(b.v1("other", "b"), StatusGranted)
+	b.want(b.v1("other", "c"), StatusParked)
+	b.events()
+	// Reset by source withdraws b's waiter and releases b's key; the queue
+	// of "other" passes on to c.
+	b.want(b.apply(Command{Op: OpResetSource, Source: "b"}), StatusOK)
+	evs := b.events()
+	var withdrawn []uint64
+	for _, ev := range evs {
+		if ev.Kind == EventWithdrawn {
+			withdrawn = append(withdrawn, ev.Ticket)
+		}
 	}
-	return failed{}
-}
-
-func TestGrantThatCannotBeJournaledIsReleased(t *testing.T) {
-	j := &failingJournal{}
-	tb := NewTable(Config{Journal: j})
-	_, err := tb.Lock(context.Background(), Claim{Key: "k"})
-	if !errors.Is(err, ErrJournal) {
-		t.Fatalf("Lock = %v, want ErrJournal", err)
+	if !slices.Equal(withdrawn, []uint64{w1.Ticket}) {
+		t.Fatalf("withdrawn %v, want [%d]", withdrawn, w1.Ticket)
 	}
-	if _, held := tb.Holder("k"); held || j.releases != 1 {
-		t.Fatalf("key held=%v releases=%d; want released once", held, j.releases)
+	if h := b.holders("other"); len(h) != 1 || h[0].Source != "c" {
+		t.Fatalf("other held by %+v", h)
 	}
-}
-
-func TestRestoreKeepsMetadata(t *testing.T) {
-	acquired := time.Date(2026, 8, 27, 11, 59, 11, 0, time.UTC)
-	tb := NewTable(Config{})
-	tb.Restore([]Grant{{ID: 99, Key: "k", Source: "10.0.0.4", RemoteAddr: "10.0.0.4:51314", Acquired: acquired}})
-	g, ok := tb.Holder("k")
-	if !ok || g.Source != "10.0.0.4" || g.RemoteAddr != "10.0.0.4:51314" || !g.Acquired.Equal(acquired) {
-		t.Fatalf("restored holder = %+v", g)
-	}
-	if _, _, err := tb.TryLock(Claim{Key: "k"}); !errors.Is(err, ErrBusy) {
-		t.Fatalf("trylock of restored key = %v", err)
-	}
-	if g2, _, _ := tb.TryLock(Claim{Key: "other"}); g2.ID == g.ID {
-		t.Fatal("restored and fresh grants share an id")
+	// Reset by key passes k to its first waiter.
+	b.want(b.apply(Command{Op: OpResetKey, Key: "k"}), StatusOK)
+	if g := grantedTickets(b.events()); !slices.Equal(g, []uint64{w2.Ticket}) {
+		t.Fatalf("reset key granted %v", g)
 	}
 }
 
-func TestHeldNeverNegative(t *testing.T) {
-	g := Grant{Acquired: time.Now().Add(time.Hour).Round(0)} // wall clock only, in the future
-	if d := g.Held(time.Now()); d != 0 {
-		t.Fatalf("Held = %v after a clock step back", d)
+func TestSessionLocksAndTokens(t *testing.T) {
+	b := newBench(t)
+	s := b.open("svc")
+	g := b.want(b.apply(Command{Op: OpAcquire, Session: s, Key: "k"}), StatusGranted)
+	// v1 cannot release a session's key.
+	b.want(b.apply(Command{Op: OpRelease, Key: "k"}), StatusNotOwned)
+	// A stale token changes nothing.
+	b.want(b.apply(Command{Op: OpRelease, Session: s, Key: "k", Token: g.Token + 1}), StatusStale)
+	other := b.open("other")
+	b.want(b.apply(Command{Op: OpRelease, Session: other, Key: "k", Token: g.Token}), StatusStale)
+	if len(b.holders("k")) != 1 {
+		t.Fatal("a stale release took the key")
+	}
+	// A request id at or below the highest applied is a duplicate.
+	b.want(b.apply(Command{Op: OpAcquire, Session: s, Request: 1, Key: "z", Try: true}), StatusDuplicate)
+	b.want(b.apply(Command{Op: OpRelease, Session: s, Key: "k", Token: g.Token}), StatusOK)
+	if len(b.holders("k")) != 0 || b.tab.Len() != 0 {
+		t.Fatal("release left the key held")
+	}
+	// A later v1 grant has a greater token.
+	v := b.want(b.v1("k", "v1"), StatusGranted)
+	if v.Token <= g.Token {
+		t.Fatalf("token %d after %d", v.Token, g.Token)
+	}
+	// One FIFO queue for v1 and sessions.
+	p1 := b.want(b.apply(Command{Op: OpAcquire, Session: s, Key: "k"}), StatusParked)
+	p2 := b.want(b.v1("k", "v1b"), StatusParked)
+	p3 := b.want(b.apply(Command{Op: OpAcquire, Session: other, Key: "k"}), StatusParked)
+	b.events()
+	var order []uint64
+	b.want(b.apply(Command{Op: OpRelease, Key: "k"}), StatusOK)
+	order = append(order, grantedTickets(b.events())...)
+	b.want(b.apply(Command{Op: OpRelease, Session: s, Key: "k", Token: b.holderTokens("k")[0]}), StatusOK)
+	order = append(order, grantedTickets(b.events())...)
+	b.want(b.apply(Command{Op: OpRelease, Key: "k"}), StatusOK)
+	order = append(order, grantedTickets(b.events())...)
+	if want := []uint64{p1.Ticket, p2.Ticket, p3.Ticket}; !slices.Equal(order, want) {
+		t.Fatalf("order %v, want %v", order, want)
+	}
+}
+
+func TestSessionExpiryLockDelayAndWithdrawal(t *testing.T) {
+	b := newBench(t)
+	s := b.open("dies")
+	g := b.want(b.apply(Command{Op: OpAcquire, Session: s, Key: "k", Delay: 3 * time.Second}), StatusGranted)
+	b.want(b.v1("x", "v1"), StatusGranted)
+	p := b.want(b.apply(Command{Op: OpAcquire, Session: s, Key: "x"}), StatusParked)
+	w := b.want(b.v1("k", "next"), StatusParked)
+	b.events()
+	b.want(b.apply(Command{Op: OpExpireSession, Session: s}), StatusOK)
+	evs := b.events()
+	var lost, withdrawn bool
+	for _, ev := range evs {
+		switch {
+		case ev.Kind == EventLost && ev.Token == g.Token && ev.Reason == ReasonSessionExpired:
+			lost = true
+		case ev.Kind == EventWithdrawn && ev.Ticket == p.Ticket && ev.Reason == ReasonSessionExpired:
+			withdrawn = true
+		case ev.Kind == EventGranted:
+			t.Fatalf("granted during the lock-delay: %+v", ev)
+		}
+	}
+	if !lost || !withdrawn {
+		t.Fatalf("events %+v", evs)
+	}
+	// Nobody gets k for the lock-delay, and a try is busy.
+	b.want(b.apply(Command{Op: OpAcquire, Key: "k", Source: "try", Try: true}), StatusBusy)
+	if g := grantedTickets(b.advance(2999 * time.Millisecond)); len(g) != 0 {
+		t.Fatalf("granted before the delay ended: %v", g)
+	}
+	if g := grantedTickets(b.advance(time.Millisecond)); !slices.Equal(g, []uint64{w.Ticket}) {
+		t.Fatalf("at the delay's end granted %v, want [%d]", g, w.Ticket)
+	}
+	// The session is gone.
+	b.want(b.apply(Command{Op: OpAcquire, Session: s, Key: "y"}), StatusNoSession)
+}
+
+func TestCloseReleasesWithoutDelayAndResetClearsDelay(t *testing.T) {
+	b := newBench(t)
+	s := b.open("a")
+	b.want(b.apply(Command{Op: OpAcquire, Session: s, Key: "k", Delay: time.Minute}), StatusGranted)
+	w := b.want(b.v1("k", "w"), StatusParked)
+	b.events()
+	b.want(b.apply(Command{Op: OpCloseSession, Session: s}), StatusOK)
+	if g := grantedTickets(b.events()); !slices.Equal(g, []uint64{w.Ticket}) {
+		t.Fatalf("close granted %v", g)
+	}
+	s2 := b.open("b")
+	b.want(b.apply(Command{Op: OpRelease, Key: "k"}), StatusOK)
+	b.want(b.apply(Command{Op: OpAcquire, Session: s2, Key: "k", Lease: time.Second, Delay: time.Minute}), StatusGranted)
+	w2 := b.want(b.v1("k", "w2"), StatusParked)
+	b.advance(time.Second) // the lease runs out: the delay starts
+	b.want(b.apply(Command{Op: OpAcquire, Key: "k", Source: "try", Try: true}), StatusBusy)
+	b.want(b.apply(Command{Op: OpResetKey, Key: "k"}), StatusOK)
+	if g := grantedTickets(b.events()); !slices.Equal(g, []uint64{w2.Ticket}) {
+		t.Fatalf("reset during the delay granted %v", g)
+	}
+}
+
+func TestLeaseRenewAndWaitDeadline(t *testing.T) {
+	b := newBench(t)
+	s := b.open("a")
+	g := b.want(b.apply(Command{Op: OpAcquire, Session: s, Key: "k", Lease: 5 * time.Second}), StatusGranted)
+	b.advance(4 * time.Second)
+	r := b.want(b.apply(Command{Op: OpRenew, Session: s, Key: "k", Token: g.Token}), StatusOK)
+	if r.Left != 5*time.Second {
+		t.Fatalf("renew left %v", r.Left)
+	}
+	if evs := b.advance(4 * time.Second); len(evs) != 0 {
+		t.Fatalf("lost before the renewed lease ran out: %+v", evs)
+	}
+	b.want(b.apply(Command{Op: OpRenew, Session: s, Key: "k", Token: g.Token + 7}), StatusStale)
+	other := b.open("b")
+	p := b.want(b.apply(Command{Op: OpAcquire, Session: other, Key: "k", Wait: 500 * time.Millisecond}), StatusParked)
+	evs := b.advance(500 * time.Millisecond)
+	if len(evs) != 1 || evs[0].Kind != EventWithdrawn || evs[0].Reason != ReasonTimeout || evs[0].Ticket != p.Ticket {
+		t.Fatalf("at the wait's end %+v", evs)
+	}
+	evs = b.advance(time.Second)
+	if len(evs) != 1 || evs[0].Kind != EventLost || evs[0].Reason != ReasonLeaseExpired {
+		t.Fatalf("at the lease's end %+v", evs)
+	}
+	b.want(b.apply(Command{Op: OpRelease, Session: s, Key: "k", Token: g.Token}), StatusStale)
+}
+
+func TestCancel(t *testing.T) {
+	b := newBench(t)
+	b.want(b.v1("k", "h"), StatusGranted)
+	s := b.open("a")
+	b.want(b.apply(Command{Op: OpAcquire, Session: s, Request: 10, Key: "k"}), StatusParked)
+	w := b.want(b.v1("k", "w"), StatusParked)
+	b.want(b.apply(Command{Op: OpCancel, Session: s, Request: 11, Target: 10}), StatusOK)
+	b.want(b.apply(Command{Op: OpCancel, Session: s, Request: 12, Target: 10}), StatusNotParked)
+	b.events()
+	b.want(b.apply(Command{Op: OpRelease, Key: "k"}), StatusOK)
+	if g := grantedTickets(b.events()); !slices.Equal(g, []uint64{w.Ticket}) {
+		t.Fatalf("after cancel granted %v", g)
+	}
+	b.want(b.apply(Command{Op: OpCancel, Ticket: 999}), StatusNotParked)
+}
+
+func TestSharedExclusiveFairness(t *testing.T) {
+	b := newBench(t)
+	r1, r2, w, r3 := b.open("r1"), b.open("r2"), b.open("w"), b.open("r3")
+	shared := func(s uint64) Result {
+		return b.apply(Command{Op: OpAcquire, Session: s, Key: "k", Mode: Shared, Owner: "o"})
+	}
+	g1 := b.want(shared(r1), StatusGranted)
+	g2 := b.want(shared(r2), StatusGranted)
+	if g1.Token == g2.Token {
+		t.Fatal("two shared holders share a token")
+	}
+	pw := b.want(b.apply(Command{Op: OpAcquire, Session: w, Key: "k"}), StatusParked)
+	// A reader that comes after a waiting writer does not overtake it.
+	p3 := b.want(shared(r3), StatusParked)
+	b.events()
+	b.want(b.apply(Command{Op: OpRelease, Session: r1, Key: "k", Token: g1.Token}), StatusOK)
+	if g := grantedTickets(b.events()); len(g) != 0 {
+		t.Fatalf("granted %v with a reader still in", g)
+	}
+	b.want(b.apply(Command{Op: OpRelease, Session: r2, Key: "k", Token: g2.Token}), StatusOK)
+	if g := grantedTickets(b.events()); !slices.Equal(g, []uint64{pw.Ticket}) {
+		t.Fatalf("granted %v, want the writer", g)
+	}
+	// Readers waiting together are granted together.
+	r4 := b.open("r4")
+	p4 := b.want(shared(r4), StatusParked)
+	b.events()
+	b.want(b.apply(Command{Op: OpRelease, Session: w, Key: "k", Token: b.holderTokens("k")[0]}), StatusOK)
+	if g := grantedTickets(b.events()); !slices.Equal(g, []uint64{p3.Ticket, p4.Ticket}) {
+		t.Fatalf("granted %v, want both readers", g)
+	}
+	// An upgrade by a shared holder is refused.
+	b.want(b.apply(Command{Op: OpAcquire, Session: r3, Key: "k", Owner: "o"}), StatusUpgrade)
+}
+
+func TestSemaphoreAndLimitMismatch(t *testing.T) {
+	b := newBench(t)
+	var ss []uint64
+	for i := range 6 {
+		ss = append(ss, b.open(fmt.Sprint("s", i)))
+	}
+	acq := func(s uint64, limit uint32) Result {
+		return b.apply(Command{Op: OpAcquire, Session: s, Key: "sem", Limit: limit})
+	}
+	var toks []uint64
+	for _, s := range ss[:4] {
+		toks = append(toks, b.want(acq(s, 4), StatusGranted).Token)
+	}
+	p := b.want(acq(ss[4], 4), StatusParked)
+	if r := b.want(acq(ss[5], 3), StatusLimitMismatch); r.Limit != 4 {
+		t.Fatalf("mismatch names limit %d", r.Limit)
+	}
+	b.want(b.v1("sem", "v1"), StatusLimitMismatch)
+	b.events()
+	b.want(b.apply(Command{Op: OpRelease, Session: ss[1], Key: "sem", Token: toks[1]}), StatusOK)
+	if g := grantedTickets(b.events()); !slices.Equal(g, []uint64{p.Ticket}) {
+		t.Fatalf("granted %v", g)
+	}
+	if n := len(b.holders("sem")); n != 4 {
+		t.Fatalf("%d holders", n)
+	}
+}
+
+func TestReentrancy(t *testing.T) {
+	b := newBench(t)
+	s := b.open("a")
+	acq := func(owner string) Result {
+		return b.apply(Command{Op: OpAcquire, Session: s, Key: "k", Reentrant: true, Owner: owner})
+	}
+	g := b.want(acq("job"), StatusGranted)
+	g2 := b.want(acq("job"), StatusGranted)
+	if g2.Token != g.Token || g2.Count != 2 {
+		t.Fatalf("reentrant acquire %+v after %+v", g2, g)
+	}
+	// Another owner in the same session queues.
+	b.want(acq("other"), StatusParked)
+	r := b.want(b.apply(Command{Op: OpRelease, Session: s, Key: "k", Token: g.Token}), StatusOK)
+	if r.Count != 1 || len(b.holders("k")) != 1 {
+		t.Fatalf("first release %+v", r)
+	}
+	b.events()
+	b.want(b.apply(Command{Op: OpRelease, Session: s, Key: "k", Token: g.Token}), StatusOK)
+	if g := grantedTickets(b.events()); len(g) != 1 {
+		t.Fatal("the key did not pass on at count zero")
+	}
+}
+
+func TestPriorityAndAging(t *testing.T) {
+	b := newBench(t)
+	b.want(b.v1("k", "h"), StatusGranted)
+	s := b.open("a")
+	acq := func(p int32) Result {
+		return b.apply(Command{Op: OpAcquire, Session: s, Key: "k", Priority: p, Owner: fmt.Sprint(p, b.now)})
+	}
+	low := b.want(acq(1), StatusParked)
+	b.now = b.now.Add(time.Millisecond)
+	high := b.want(acq(10), StatusParked)
+	b.now = b.now.Add(time.Millisecond)
+	mid := b.want(acq(5), StatusParked)
+	b.events()
+	b.want(b.apply(Command{Op: OpRelease, Key: "k"}), StatusOK)
+	if g := grantedTickets(b.events()); !slices.Equal(g, []uint64{high.Ticket}) {
+		t.Fatalf("granted %v, want the highest priority", g)
+	}
+	// After waiting 5 aging steps more than mid has... low (1) has waited
+	// as long as mid: at 5 s low is worth 6, mid 10: mid still first.
+	b.now = b.now.Add(5 * AgingStep)
+	b.want(b.apply(Command{Op: OpRelease, Session: s, Key: "k", Token: b.holderTokens("k")[0]}), StatusOK)
+	if g := grantedTickets(b.events()); !slices.Equal(g, []uint64{mid.Ticket}) {
+		t.Fatalf("granted %v, want mid", g)
+	}
+	// A low-priority waiter overtakes a fresh high-priority one once it
+	// has aged past it.
+	late := b.want(acq(8), StatusParked)
+	_ = late
+	b.now = b.now.Add(2 * AgingStep) // low: 1+7+ = 8+; late: 8+2 = 10 → late first
+	b.want(b.apply(Command{Op: OpRelease, Session: s, Key: "k", Token: b.holderTokens("k")[0]}), StatusOK)
+	got := grantedTickets(b.events())
+	if !slices.Equal(got, []uint64{late.Ticket}) {
+		t.Fatalf("granted %v, want the later high one before low has aged enough", got)
+	}
+	b.now = b.now.Add(0)
+	b.want(b.apply(Command{Op: OpRelease, Session: s, Key: "k", Token: b.holderTokens("k")[0]}), StatusOK)
+	if g := grantedTickets(b.events()); !slices.Equal(g, []uint64{low.Ticket}) {
+		t.Fatalf("granted %v, want low", g)
+	}
+}
+
+func TestAgingBoundsStarvation(t *testing.T) {
+	// A priority 0 waiter behind a stream of priority 10 requests, one new
+	// every release, is served within 10 aging steps (plus one turn).
+	b := newBench(t)
+	b.want(b.v1("k", "h"), StatusGranted)
+	s := b.open("a")
+	owner := 0
+	acq := func(p int32) Result {
+		owner++
+		return b.apply(Command{Op: OpAcquire, Session: s, Key: "k", Priority: p, Owner: fmt.Sprint(owner)})
+	}
+	low := b.want(acq(0), StatusParked)
+	start := b.now
+	b.want(acq(10), StatusParked)
+	b.events()
+	b.want(b.apply(Command{Op: OpRelease, Key: "k"}), StatusOK)
+	for i := 0; ; i++ {
+		if i > 100 {
+			t.Fatal("low-priority waiter starved")
+		}
+		b.now = b.now.Add(AgingStep / 2)
+		b.want(acq(10), StatusParked)
+		b.events()
+		b.want(b.apply(Command{Op: OpRelease, Session: s, Key: "k", Token: b.holderTokens("k")[0]}), StatusOK)
+		if g := grantedTickets(b.events()); slices.Contains(g, low.Ticket) {
+			if waited := b.now.Sub(start); waited > 11*AgingStep {
+				t.Fatalf("served after %v", waited)
+			}
+			return
+		}
+	}
+}
+
+func TestDeadlockDetection(t *testing.T) {
+	b := newBench(t)
+	a, bb, c := b.open("a"), b.open("b"), b.open("c")
+	acq := func(s uint64, key string) Result {
+		return b.apply(Command{Op: OpAcquire, Session: s, Key: key})
+	}
+	b.want(acq(a, "x"), StatusGranted)
+	b.want(acq(bb, "y"), StatusGranted)
+	b.want(acq(c, "z"), StatusGranted)
+	b.want(acq(a, "y"), StatusParked)
+	b.want(acq(bb, "z"), StatusParked)
+	b.want(acq(c, "x"), StatusDeadlock) // c → a → b → c
+	if n := b.tab.Counters().Deadlocks; n != 1 {
+		t.Fatalf("%d deadlocks counted", n)
+	}
+	// A self-cycle: a session asking again for what it holds.
+	b.want(acq(a, "x"), StatusDeadlock)
+	// No false deadlock once a waiter has left: b's wait for z ends.
+	b.want(b.apply(Command{Op: OpCancel, Session: bb, Target: b.req[bb]}), StatusOK) // b's acquire of z
+	b.want(acq(c, "x"), StatusParked)
+	// Nor after an expiry.
+	d := b.open("d")
+	b.want(acq(d, "w"), StatusGranted)
+	b.want(acq(d, "x"), StatusParked) // d waits for a
+	b.want(b.apply(Command{Op: OpExpireSession, Session: d}), StatusOK)
+	b.want(acq(a, "w"), StatusGranted)
+	// Two shared requests of one session behind a writer do not deadlock.
+	r, w := b.open("r"), b.open("w")
+	b.want(b.apply(Command{Op: OpAcquire, Session: r, Key: "s", Mode: Shared, Owner: "1"}), StatusGranted)
+	b.want(b.apply(Command{Op: OpAcquire, Session: w, Key: "s"}), StatusParked)
+	b.want(b.apply(Command{Op: OpAcquire, Session: r, Key: "t"}), StatusGranted)
+	b.want(b.apply(Command{Op: OpAcquire, Session: r, Key: "s", Mode: Shared, Owner: "2"}), StatusParked)
+	b.want(b.apply(Command{Op: OpAcquire, Session: r, Key: "s", Mode: Shared, Owner: "2"}), StatusParked)
+}
+
+func TestRestartRaisesTokensAndWithdrawsConnectionBound(t *testing.T) {
+	b := newBench(t)
+	b.want(b.v1("k", "h"), StatusGranted)
+	w := b.want(b.v1("k", "gone"), StatusParked)
+	s := b.open("a")
+	ps := b.want(b.apply(Command{Op: OpAcquire, Session: s, Key: "k"}), StatusParked)
+	b.events()
+	b.want(b.apply(Command{Op: OpRestart}), StatusOK)
+	evs := b.events()
+	if len(evs) != 1 || evs[0].Ticket != w.Ticket || evs[0].Reason != ReasonRestart {
+		t.Fatalf("restart events %+v", evs)
+	}
+	if b.tab.LastToken() < uint64(b.now.UnixNano()) {
+		t.Fatalf("token %d below the clock %d", b.tab.LastToken(), b.now.UnixNano())
+	}
+	b.want(b.apply(Command{Op: OpRelease, Key: "k"}), StatusOK)
+	if g := grantedTickets(b.events()); !slices.Equal(g, []uint64{ps.Ticket}) {
+		t.Fatalf("granted %v, want the session's request", g)
+	}
+}
+
+// exportOf returns the records of t's state.
+func exportOf(t *Table) []Record {
+	var out []Record
+	t.Export(func(r *Record) { out = append(out, *r) })
+	return out
+}
+
+func TestExportImportRoundTrip(t *testing.T) {
+	b := newBench(t)
+	s := b.open("a")
+	s2 := b.open("b")
+	b.want(b.apply(Command{Op: OpAcquire, Session: s, Key: "lease", Lease: time.Minute, Delay: time.Second}), StatusGranted)
+	b.want(b.apply(Command{Op: OpAcquire, Session: s, Key: "sh", Mode: Shared, Owner: "x", Reentrant: true}), StatusGranted)
+	b.want(b.apply(Command{Op: OpAcquire, Session: s2, Key: "sh", Mode: Shared}), StatusGranted)
+	b.want(b.apply(Command{Op: OpAcquire, Session: s, Key: "sh", Mode: Shared, Owner: "x", Reentrant: true}), StatusGranted)
+	b.want(b.apply(Command{Op: OpAcquire, Session: s2, Key: "lease", Wait: time.Hour, Priority: 3}), StatusParked)
+	b.want(b.v1("v1", "src"), StatusGranted)
+	b.want(b.v1("v1", "src2"), StatusParked)
+	b.want(b.apply(Command{Op: OpAcquire, Session: s2, Key: "sem", Limit: 3}), StatusGranted)
+	lost := b.open("lost")
+	b.want(b.apply(Command{Op: OpAcquire, Session: lost, Key: "delayed", Delay: 10 * time.Second}), StatusGranted)
+	b.want(b.apply(Command{Op: OpExpireSession, Session: lost}), StatusOK)
+	b.events()
+
+	recs := exportOf(b.tab)
+	copyT := NewTable()
+	for i := range recs {
+		if !copyT.Import(&recs[i]) {
+			t.Fatalf("import refused %+v", recs[i])
+		}
+	}
+	copyT.FinishImport()
+	if got := exportOf(copyT); !slices.Equal(got, recs) {
+		t.Fatalf("export of the import differs:\n%+v\n%+v", got, recs)
+	}
+	// Both go on the same way.
+	twin := &bench{t: t, tab: copyT, now: b.now, req: map[uint64]uint64{}}
+	for k, v := range b.req {
+		twin.req[k] = v
+	}
+	steps := []func(x *bench) Result{
+		func(x *bench) Result { return x.apply(Command{Op: OpCloseSession, Session: s}) },
+		func(x *bench) Result { x.advance(11 * time.Second); return Result{} },
+		func(x *bench) Result { return x.apply(Command{Op: OpRelease, Key: "v1"}) },
+		func(x *bench) Result { return x.apply(Command{Op: OpAcquire, Session: s2, Key: "delayed"}) },
+	}
+	for i, step := range steps {
+		r1, r2 := step(b), step(twin)
+		if r1 != r2 {
+			t.Fatalf("step %d: %+v and %+v", i, r1, r2)
+		}
+		if e1, e2 := b.events(), twin.events(); !slices.Equal(e1, e2) {
+			t.Fatalf("step %d events:\n%+v\n%+v", i, e1, e2)
+		}
+	}
+	if !slices.Equal(exportOf(b.tab), exportOf(twin.tab)) {
+		t.Fatal("states differ after the same steps")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
+	"github.com/locking-center/locking-center/mutex"
 )
 
 // The benchmarks write to a temp directory under $LC_BENCH_DIR, or under
@@ -40,7 +41,8 @@ func diskFsyncs(b *testing.B, dir string) float64 {
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	rec := appendRecord(nil, grant("orders/batch-7", "10.0.0.4", "10.0.0.4:51314", epoch))
+	c := acquire("orders/batch-7", "10.0.0.4", "10.0.0.4:51314", epoch)
+	rec := appendRecord(nil, &c)
 	began := time.Now()
 	n := 0
 	for ; n < 200 || time.Since(began) < time.Second; n++ {
@@ -101,12 +103,12 @@ func (f slowFile) Sync() error {
 // durableCycles runs the cycles of b against a Log in dir opened with open
 // (nil: the OS), and reports cycles/s, changes/fsync and log-fsyncs/s.
 func durableCycles(b *testing.B, dir string, clients int, open OpenFileFunc) {
-	l, grants, err := Open(Config{Path: filepath.Join(dir, "locks.wal"), OpenFile: open})
+	l, table, err := Open(Config{Path: filepath.Join(dir, "locks.wal"), OpenFile: open})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	_, c := serveTable(b, l, grants)
+	_, c := serveTable(b, l, table)
 	before := l.Stats()
 	elapsed := cycles(b, c, clients)
 	after := l.Stats()
@@ -162,9 +164,9 @@ func cycles(b *testing.B, c *lockingcenter.Client, clients int) time.Duration {
 	return elapsed
 }
 
-// BenchmarkReplay measures Open of a log that holds 1,000,000 keys, one
-// grant record each: reading, checking and decoding every record and
-// returning the grants.
+// BenchmarkReplay measures Open of a compacted log that holds 1,000,000
+// keys, one holder record each: reading, checking and decoding every
+// record, building the log's table and the copy it returns.
 func BenchmarkReplay(b *testing.B) {
 	const keys = 1_000_000
 	path := filepath.Join(benchDir(b), "locks.wal")
@@ -172,28 +174,26 @@ func BenchmarkReplay(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var buf []byte
+	t := mutex.NewTable()
 	for i := range keys {
-		c := grant(fmt.Sprintf("orders/batch-%07d", i), "10.0.0.4", "10.0.0.4:51314", epoch.Add(time.Duration(i)))
-		buf = appendRecord(buf, c)
-		if len(buf) > 1<<20 || i == keys-1 {
-			if _, err := f.Write(buf); err != nil {
-				b.Fatal(err)
-			}
-			buf = buf[:0]
-		}
+		c := acquire(fmt.Sprintf("orders/batch-%07d", i), "10.0.0.4", "10.0.0.4:51314", epoch.Add(time.Duration(i)))
+		t.Apply(&c)
+		t.TakeEvents()
+	}
+	if _, _, err := writeSnapshot(f, t); err != nil {
+		b.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for range b.N {
-		l, grants, err := Open(Config{Path: path, CompactMinSize: 1 << 40})
+		l, table, err := Open(Config{Path: path, CompactMinSize: 1 << 40})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if len(grants) != keys {
-			b.Fatalf("replayed %d keys, want %d", len(grants), keys)
+		if n := table.Len(); n != keys {
+			b.Fatalf("replayed %d keys, want %d", n, keys)
 		}
 		b.StopTimer()
 		l.Close()

@@ -1,16 +1,16 @@
-// Package store is the write-ahead log behind DATA_PATH: it keeps the held
-// keys of a lock table on disk so that they survive a restart.
+// Package store is the write-ahead log behind DATA_PATH: it keeps a lock
+// table on disk (held keys, sessions, leases, the fencing token
+// high-water mark) so that it survives a restart.
 //
-// A Log implements mutex.Journal. The table hands it every grant and every
-// release in the order it made them; the Log appends one record per change
-// to a single file and reports, through the Pending it returned, when the
-// change is on disk. Open reads the file back and returns the grants that
-// were in force.
+// A Log implements mutex.Journal. The node hands it every command that
+// changed the table, in the order the table applied them; the Log appends
+// one record per command to a single file and reports, through the Pending
+// it returned, when the command is on disk. Open reads the file back and
+// returns the table the commands rebuild.
 //
-//	l, grants, err := store.Open(store.Config{Path: "/var/lib/locking-center/locks.wal"})
+//	l, table, err := store.Open(store.Config{Path: "/var/lib/locking-center/locks.wal"})
 //	...
-//	table := mutex.NewTable(mutex.Config{Journal: l})
-//	table.Restore(grants)
+//	node := mutex.NewNode(mutex.NodeConfig{Journal: l, Table: table})
 //	...
 //	l.Close()
 //
@@ -23,33 +23,59 @@
 //	0       4     n: payload length in bytes, little-endian uint32, 1..MaxPayload
 //	4       4     CRC32C of bytes 0..3 (guards the length before it is trusted)
 //	8       4     CRC32C of the n payload bytes
-//	12      n     payload: the JSON of one change
+//	12      n     payload: the JSON of one command or snapshot record
 //
 // Both checksums use the Castagnoli polynomial. The length has a checksum of
 // its own so that a damaged length is caught as damage, rather than taken
 // for a record that runs past the end of the file (which would look like a
 // torn write and be dropped along with every record after it).
 //
-// The payload is one JSON object, in one of two shapes:
+// The payload is one flat JSON object. Its "op" says what it is:
 //
-//	{"op":"grant","key":"<b64>","src":"<b64>","addr":"<b64>","at":<int>}
-//	{"op":"release","key":"<b64>"}
+//   - a command of the table, op being the command's name (mutex.Op's
+//     String): acquire, release, renew, cancel, revoke, reset-key,
+//     reset-source, open-session, close-session, expire-session, tick,
+//     restart. "at" is the command's time in Unix nanoseconds; the other
+//     fields are those of mutex.Command the command uses;
+//   - a record of a snapshot, written by compaction: state (the counters
+//     of fencing tokens, tickets and sessions), session, key (a limit or a
+//     lock-delay), holder, waiter;
+//   - grant, the record of a v1 grant as logs before fencing tokens wrote
+//     it; such logs replay as they always did.
 //
-// key, src and addr are the key, the source and the remote address (ip:port)
-// of the holder, each as standard base64 with padding (RFC 4648 section 4),
-// so that any byte sequence, including invalid UTF-8, NUL and 0xFF, comes
-// back exactly. at is the time of the grant in Unix nanoseconds. A release
-// names only the key: the table releases a key's current holder, so the key
-// says which grant ended. A reader accepts the fields in any order and
-// ignores fields it does not know; it refuses an op it does not know, an
-// empty key, and a payload that is not such an object.
+// A v1 lock that was granted at once is this record:
+//
+//	{"op":"acquire","at":1709294400123456789,"key":"b3JkZXJzL2JhdGNoLTc=",
+//	 "src":"MTAuMC4wLjQ=","addr":"MTAuMC4wLjQ6NTEzMTQ=","conn":true}
+//
+// and its unlock
+//
+//	{"op":"release","at":1709294401123456789,"key":"b3JkZXJzL2JhdGNoLTc="}
+//
+// Field names: key, src (source), addr (remote address), owner, name (a
+// session's) and secret (the SHA-256 of a session's resume secret) are
+// byte strings in standard base64 with padding (RFC 4648 section 4), so that
+// any byte sequence, including invalid UTF-8, NUL and 0xFF, comes back
+// exactly; sess, req, target, ticket, token, count, limit, applied,
+// sessions are unsigned integers; at, wait, lease, delay, ttl (durations
+// in nanoseconds), mode, prio, opened, lease_at, delay_at, wait_at (times
+// in Unix nanoseconds) are integers; try, reent, conn are booleans. A
+// field at its zero value is left out. A reader accepts the fields in any
+// order and ignores fields it does not know; it refuses an op it does not
+// know, a command without a time (a release of the older format, which
+// had none, is applied at time zero), a missing key where the op needs
+// one, a value out of range, and a payload that is not such an object.
 //
 // # Replay
 //
-// Open reads the records from the start and applies them to a map from key
-// to grant: a grant sets the key's holder (a later grant of the same key
-// wins), a release removes it (releasing a key that is not held changes
-// nothing). What is left is the set of held keys.
+// Open reads the records from the start and applies them to an empty
+// table: first the records of a snapshot, when the file begins with one,
+// imported as they are; then every command applied again, in order. The
+// table is a deterministic state machine (see package mutex), so it comes
+// back as it was, fencing tokens included. A snapshot record after a
+// command is corruption. A grant of the older format makes its key's v1
+// holder (a later grant of the same key wins), with the next fencing
+// token.
 //
 // A crash while a batch is being written can damage only the end of the
 // file, because nothing is written after a batch until that batch is synced
@@ -104,19 +130,19 @@
 // waiting in the batch and the wait ends after one short gap; a lone client
 // never waits.
 //
-// The table answers a lock's '+' only after its grant's Pending returned
-// nil; it passes a released key to the next waiter in the same order of
-// changes, so the release is durable no later than the new holder's grant.
+// A front end answers a grant only after its Pending returned nil. A
+// release that passes the key to the next waiter is one command, so the
+// release and the new holder's grant become durable together.
 //
 // # Write failures
 //
 // When the write or the fsync of a batch fails, every Pending of the batch
 // returns an error wrapping mutex.ErrJournal, and the counter
-// locking_center_store_write_errors_total goes up by the number of changes
-// the batch took from Append (a release carried over from an earlier
-// failure, see below, is not counted twice). The lock server answers a
-// failed grant '-' and releases it; a failed release has already taken
-// effect in the table and stays so.
+// locking_center_store_write_errors_total goes up by the number of commands
+// the batch took from Append (commands carried over from an earlier
+// failure, see below, are not counted twice). The front ends answer a
+// failed grant as failed ('-' on v1) and revoke it; a failed release has
+// already taken effect in the table and stays so.
 //
 // After a failed write or fsync the state of the file past the last synced
 // batch is unknown: part of the batch may be on disk, and after a failed
@@ -132,39 +158,42 @@
 //     the failed write (the shared last page holds the same bytes in the
 //     page cache as on disk), so the file is exactly the synced prefix.
 //  2. If that fails, rewrite the log as a compaction does (below), from the
-//     set of grants that the synced prefix holds. The new file does not
-//     depend on anything the failed write left behind.
+//     table that the synced prefix replays to. The new file does not depend
+//     on anything the failed write left behind.
 //  3. If that fails too, the Log stays broken: every later batch first tries
 //     1 and 2 again and, while they fail, fails as a whole without writing.
 //     No change is ever written after bytes of uncertain state.
 //
-// A release whose batch failed is not forgotten: it is carried into the
-// next batch, in front of that batch's changes, so once a write succeeds the
-// file no longer lists the key. Until then a restart would bring the key
-// back as held, which errs on the safe side (a key held by nobody, cleared
-// by a reset). A grant whose batch failed is dropped: the server answers it
-// '-' and appends its release, which replay treats as releasing a key that
-// is not held. Dropping grants and delaying releases keeps every record in
-// its original order, so the file still replays to a state that a prefix of
-// the acknowledged history produced, with failed grants left out.
+// The commands of a failed batch are not dropped: the table has applied
+// them already, and every later command was applied after them, so they
+// are carried into the next batch, in front of its own commands, and the
+// file stays the table's history in order. A grant among them was answered
+// as failed and its front end appends a revoke, which follows it in the
+// file. Until the carried commands are written, a restart brings back the
+// state before them, which errs on the safe side: a key whose release
+// failed comes back held by nobody (cleared by a reset, or by its session's
+// end), never a key held twice.
 //
-// One case remains on the safe side only: a write whose fsync reported
-// failure may still have reached the disk, and if both recoveries fail and
-// the process then dies, a grant that was answered '-' can come back as
-// held.
+// One case remains on the safe side only: if the process dies after the
+// carried commands are synced and before the revoke of a failed grant is,
+// that grant comes back as held, by a client that was told it failed.
 //
 // # Compaction
 //
-// The Log tracks the size the held keys would take as grant records. After
-// a batch, when the file is at least Config.CompactMinSize and at least
-// twice that size, the writer rewrites it: it writes one grant record per
-// held key to Path+".tmp", fsyncs it, renames it over Path and fsyncs the
-// directory, then appends to the new file. Path here is the resolved path
+// The Log keeps a mirror of the table: after each batch is synced it
+// applies the batch's commands to a table of its own, which is therefore
+// always the table the synced file replays to. It estimates the size a
+// snapshot of that table would take (its records, at the size the last
+// compaction measured). After a batch, when the file is at least
+// Config.CompactMinSize and at least twice that estimate, the writer
+// rewrites it: it writes the mirror's snapshot (state, sessions, then key by
+// key its holders and waiters) to Path+".tmp", fsyncs it, renames it over
+// Path and fsyncs the directory, then appends to the new file. Path here is the resolved path
 // (see One process per file), so the rename replaces the log itself, never
 // a symbolic link to it. The compaction runs on the writer
 // goroutine between two batches, so appends wait for it and no change is
 // lost or reordered. A crash before the rename leaves the old log in place;
-// after it, the new one; both replay to the same held keys. A temp file left
+// after it, the new one; both replay to the same table. A temp file left
 // by such a crash is never read: Open removes it. If the directory fsync
 // fails after the rename, the Log counts as broken (see Write failures) so
 // that nothing is acknowledged from the new file until the rename is known

@@ -21,80 +21,111 @@ import (
 // the same on every run.
 var epoch = time.Date(2024, 3, 1, 12, 0, 0, 123456789, time.UTC)
 
-// grant and release build changes for tests.
-func grant(key, source, remote string, at time.Time) mutex.Change {
-	return mutex.Change{Op: mutex.OpGrant, Grant: mutex.Grant{Key: key, Source: source, RemoteAddr: remote, Acquired: at}}
+// acquire and release build v1 commands for tests: on a free key an
+// acquire is a grant.
+func acquire(key, source, remote string, at time.Time) mutex.Command {
+	return mutex.Command{Op: mutex.OpAcquire, At: at, Key: key, Source: source, RemoteAddr: remote, ConnBound: true}
 }
 
-func release(key string) mutex.Change {
-	return mutex.Change{Op: mutex.OpRelease, Grant: mutex.Grant{Key: key}}
+func release(key string, at time.Time) mutex.Command {
+	return mutex.Command{Op: mutex.OpRelease, At: at, Key: key}
 }
 
-// history is a sequence of changes with keys that are not valid UTF-8,
-// hold NUL and 0xFF, and a source of every length class; every record
-// offset is known.
-func history() []mutex.Change {
-	return []mutex.Change{
-		grant("orders/batch-7", "10.0.0.4", "10.0.0.4:51314", epoch),
-		grant("\xff\xfe\x00binary", "src\x00\xff", "10.0.0.9:44120", epoch.Add(time.Second)),
-		grant("released-soon", "", "[::1]:40000", epoch.Add(2*time.Second)),
-		release("released-soon"),
-		grant("\x80", string(bytes.Repeat([]byte{0xff}, mutex.MaxSourceLen)), "127.0.0.1:1", epoch.Add(-time.Hour)),
-		grant(string(bytes.Repeat([]byte{0}, mutex.MaxKeyLen)), "s", "127.0.0.1:2", time.Unix(0, 0)),
-		grant("orders/batch-7", "10.0.0.5", "10.0.0.5:1", epoch.Add(3*time.Second)),
-		grant("last", "pod-1", "10.1.1.1:9", epoch.Add(4*time.Second)),
+// secret is a resume secret's hash for the sessions of tests.
+var secret = [mutex.SecretHashLen]byte{1, 2, 3, 0xff, 31: 9}
+
+// history is a sequence of commands with keys that are not valid UTF-8,
+// hold NUL and 0xFF, a source of every length class, and a session with a
+// lease, a lock-delay and a shared lock; every record offset is known.
+func history() []mutex.Command {
+	at := func(d time.Duration) time.Time { return epoch.Add(d) }
+	return []mutex.Command{
+		acquire("orders/batch-7", "10.0.0.4", "10.0.0.4:51314", at(0)),
+		acquire("\xff\xfe\x00binary", "src\x00\xff", "10.0.0.9:44120", at(time.Second)),
+		acquire("released-soon", "", "[::1]:40000", at(2*time.Second)),
+		release("released-soon", at(2500*time.Millisecond)),
+		acquire("\x80", string(bytes.Repeat([]byte{0xff}, mutex.MaxSourceLen)), "127.0.0.1:1", epoch.Add(-time.Hour)),
+		acquire(string(bytes.Repeat([]byte{0}, mutex.MaxKeyLen)), "s", "127.0.0.1:2", time.Unix(0, 1)),
+		{Op: mutex.OpOpenSession, At: at(3 * time.Second), Source: "svc", TTL: 10 * time.Second, SecretHash: secret},
+		{Op: mutex.OpAcquire, At: at(3 * time.Second), Session: 1, Request: 1, Key: "leased", RemoteAddr: "10.0.0.6:7",
+			Lease: 30 * time.Second, Delay: 5 * time.Second, Owner: "job"},
+		{Op: mutex.OpAcquire, At: at(3 * time.Second), Session: 1, Request: 2, Key: "shared", Mode: mutex.Shared},
+		release("orders/batch-7", at(3*time.Second)),
+		acquire("orders/batch-7", "10.0.0.5", "10.0.0.5:1", at(3*time.Second)),
+		acquire("last", "pod-1", "10.1.1.1:9", at(4*time.Second)),
 	}
 }
 
-// encodeLog returns the records of changes and the offset of each.
-func encodeLog(changes []mutex.Change) ([]byte, []int) {
+// encodeLog returns the records of commands and the offset of each.
+func encodeLog(cmds []mutex.Command) ([]byte, []int) {
 	var b []byte
-	offs := make([]int, len(changes))
-	for i, c := range changes {
+	offs := make([]int, len(cmds))
+	for i := range cmds {
 		offs[i] = len(b)
-		b = appendRecord(b, c)
+		b = appendRecord(b, &cmds[i])
 	}
 	return b, offs
 }
 
-// model replays changes the simple way: the expected held grants.
-func model(changes []mutex.Change) []mutex.Grant {
-	held := make(map[string]mutex.Grant)
-	for _, c := range changes {
-		if c.Op == mutex.OpGrant {
-			held[c.Grant.Key] = c.Grant
-		} else {
-			delete(held, c.Grant.Key)
-		}
+// model applies commands to a new table, as replay should.
+func model(cmds []mutex.Command) *mutex.Table {
+	t := mutex.NewTable()
+	for i := range cmds {
+		c := cmds[i]
+		t.Apply(&c)
+		t.TakeEvents()
 	}
-	out := make([]mutex.Grant, 0, len(held))
-	for _, g := range held {
-		out = append(out, g)
-	}
+	return t
+}
+
+// exportOf returns the records of t's state.
+func exportOf(t *mutex.Table) []mutex.Record {
+	var out []mutex.Record
+	t.Export(func(r *mutex.Record) { out = append(out, *r) })
 	return out
 }
 
-// sameGrants fails t unless got and want hold the same keys with the same
-// source, remote address and acquired time (to the nanosecond).
-func sameGrants(t *testing.T, got, want []mutex.Grant) {
+// sameTable fails t unless got and want hold the same state: holders with
+// their tokens, sources, addresses and times to the nanosecond, waiters and
+// sessions; got's counters may be ahead of want's.
+func sameTable(t *testing.T, got, want *mutex.Table) {
 	t.Helper()
-	norm := func(gs []mutex.Grant) []string {
-		out := make([]string, len(gs))
-		for i, g := range gs {
-			out[i] = fmt.Sprintf("%q src=%q remote=%q at=%d", g.Key, g.Source, g.RemoteAddr, g.Acquired.UnixNano())
+	g, w := exportOf(got), exportOf(want)
+	// The counters may have gone further (commands that changed nothing
+	// kept), never less far.
+	if g[0].LastToken < w[0].LastToken || g[0].LastTicket < w[0].LastTicket || g[0].LastSession < w[0].LastSession {
+		t.Fatalf("counters %+v behind %+v", g[0], w[0])
+	}
+	g, w = g[1:], w[1:]
+	norm := func(rs []mutex.Record) []string {
+		out := make([]string, len(rs))
+		for i, r := range rs {
+			out[i] = fmt.Sprintf("%d %q tok=%d sess=%d src=%q addr=%q at=%d lease=%d/%d n=%d/%d/%d",
+				r.Kind, r.Key, r.Token, r.Session, r.Source, r.RemoteAddr, r.Acquired.UnixNano(),
+				r.LeaseFor, r.LeaseAt.UnixNano(), r.LastToken, r.LastTicket, r.LastSession)
 		}
-		sort.Strings(out)
 		return out
 	}
-	g, w := norm(got), norm(want)
 	if len(g) != len(w) {
-		t.Fatalf("held %d keys, want %d:\n got %q\nwant %q", len(g), len(w), g, w)
+		t.Fatalf("table has %d records, want %d:\n got %q\nwant %q", len(g), len(w), norm(g), norm(w))
 	}
 	for i := range g {
 		if g[i] != w[i] {
-			t.Fatalf("held grant %d:\n got %s\nwant %s", i, g[i], w[i])
+			t.Fatalf("record %d:\n got %+v\nwant %+v", i, g[i], w[i])
 		}
 	}
+}
+
+// heldKeys returns the keys of t's holders and their sources, sorted.
+func heldKeys(t *mutex.Table) []string {
+	var out []string
+	t.Export(func(r *mutex.Record) {
+		if r.Kind == mutex.RecordHolder {
+			out = append(out, fmt.Sprintf("%q=%q", r.Key, r.Source))
+		}
+	})
+	sort.Strings(out)
+	return out
 }
 
 // testLogger routes a Log's messages to t.Log.
@@ -117,38 +148,38 @@ func tempLogPath(t testing.TB) string {
 
 // openLog opens the log at path with cfg's other fields and closes it at
 // the end of the test.
-func openLog(t *testing.T, path string, cfg Config) (*Log, []mutex.Grant) {
+func openLog(t *testing.T, path string, cfg Config) (*Log, *mutex.Table) {
 	t.Helper()
 	cfg.Path = path
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
 	}
-	l, grants, err := Open(cfg)
+	l, table, err := Open(cfg)
 	if err != nil {
 		t.Fatalf("open %s: %v", path, err)
 	}
 	t.Cleanup(func() { l.Close() })
-	return l, grants
+	return l, table
 }
 
-// reopen closes l and opens path again, returning the grants it restores.
-func reopen(t *testing.T, l *Log, path string) []mutex.Grant {
+// reopen closes l and opens path again, returning the table it restores.
+func reopen(t *testing.T, l *Log, path string) *mutex.Table {
 	t.Helper()
 	if err := l.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	l2, grants := openLog(t, path, Config{})
+	l2, table := openLog(t, path, Config{})
 	if err := l2.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	return grants
+	return table
 }
 
-// appendAll appends changes and waits for each; it returns their errors.
-func appendAll(l *Log, changes ...mutex.Change) []error {
-	ps := make([]mutex.Pending, len(changes))
-	for i, c := range changes {
-		ps[i] = l.Append(c)
+// appendAll appends commands and waits for each; it returns their errors.
+func appendAll(l *Log, cmds ...mutex.Command) []error {
+	ps := make([]mutex.Pending, len(cmds))
+	for i := range cmds {
+		ps[i] = l.Append(&cmds[i])
 	}
 	errs := make([]error, len(ps))
 	for i, p := range ps {
@@ -157,19 +188,19 @@ func appendAll(l *Log, changes ...mutex.Change) []error {
 	return errs
 }
 
-// mustAppend appends changes and fails t unless every one is durable.
-func mustAppend(t *testing.T, l *Log, changes ...mutex.Change) {
+// mustAppend appends commands and fails t unless every one is durable.
+func mustAppend(t *testing.T, l *Log, cmds ...mutex.Command) {
 	t.Helper()
-	for i, err := range appendAll(l, changes...) {
+	for i, err := range appendAll(l, cmds...) {
 		if err != nil {
-			t.Fatalf("change %d: %v", i, err)
+			t.Fatalf("command %d: %v", i, err)
 		}
 	}
 }
 
-// replayFile returns the grants the log at path replays to, without
+// replayFile returns the table the log at path replays to, without
 // opening it as a Log.
-func replayFile(t *testing.T, path string) []mutex.Grant {
+func replayFile(t *testing.T, path string) *mutex.Table {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -180,11 +211,11 @@ func replayFile(t *testing.T, path string) []mutex.Grant {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newState()
-	if _, err := scan(f, fi.Size(), s.apply); err != nil {
+	table := mutex.NewTable()
+	if _, err := scan(f, fi.Size(), newReplayer(table).apply); err != nil {
 		t.Fatalf("replay %s: %v", path, err)
 	}
-	return s.grants()
+	return table
 }
 
 // counterValue returns the value of the counter name gathered from reg,

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,14 @@ const maxGather = 2 * time.Millisecond
 // maxSpare bounds, in bytes, a batch buffer that the writer keeps for the
 // next batch; a larger one (a reset of a big source) is dropped.
 const maxSpare = 1 << 20
+
+// defaultRecordSize is the guess of a snapshot record's size, in bytes,
+// until a compaction has measured it: about a v1 holder's. stateRecordSize
+// bounds the one state record.
+const (
+	defaultRecordSize = 100
+	stateRecordSize   = 80
+)
 
 // Log attribute keys.
 const (
@@ -80,9 +89,9 @@ func (c Config) Validate() error {
 // Stats counts what a Log has done since Open.
 type Stats struct {
 	Batches     uint64 // batches written and synced
-	Changes     uint64 // changes in those batches
+	Changes     uint64 // commands in those batches
 	Syncs       uint64 // fsyncs of the log and of its rewrites
-	WriteErrors uint64 // changes that could not be written
+	WriteErrors uint64 // commands that could not be written
 	Compactions uint64 // rewrites of the log
 }
 
@@ -104,7 +113,7 @@ type Log struct {
 	mu      sync.Mutex
 	cur     *batch
 	buf     []byte
-	changes []mutex.Change
+	changes []mutex.Command
 	closed  bool
 
 	wake chan struct{} // capacity 1: changes were appended
@@ -113,15 +122,16 @@ type Log struct {
 
 	// Owned by the writer goroutine (and by Open before it starts).
 	f            File
-	size         int64 // bytes of the log, all synced
-	state        *state
-	carry        []mutex.Change // releases of failed batches, to write first
-	broken       error          // set: the file must be recovered before a write
-	dirPending   bool           // a rename is not yet known to be on disk
-	nextCompact  int64          // no compaction before the log reaches this size
+	size         int64           // bytes of the log, all synced
+	mirror       *mutex.Table    // the table the synced log replays to
+	recordSize   int64           // bytes a snapshot record takes, on average
+	carry        []mutex.Command // commands of failed batches, to write first
+	broken       error           // set: the file must be recovered before a write
+	dirPending   bool            // a rename is not yet known to be on disk
+	nextCompact  int64           // no compaction before the log reaches this size
 	spareBuf     []byte
-	spareChanges []mutex.Change
-	lastBatch    int           // changes in the last batch
+	spareChanges []mutex.Command
+	lastBatch    int           // commands in the last batch
 	lastCommit   time.Duration // how long its write and fsync took
 
 	closeOnce sync.Once
@@ -141,22 +151,35 @@ func (b *batch) Wait() error {
 	return b.err
 }
 
-// failed is the Pending of a change that was refused before any write.
+// Done is closed once the batch is synced or failed.
+func (b *batch) Done() <-chan struct{} { return b.done }
+
+// failed is the Pending of a command that was refused before any write.
 type failed struct{ err error }
 
 func (p failed) Wait() error { return p.err }
+
+func (p failed) Done() <-chan struct{} { return closedChan }
+
+// closedChan is a closed channel, the Done of what is already over.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // journalError wraps err so that errors.Is(err, mutex.ErrJournal) holds.
 func journalError(err error) error { return fmt.Errorf("%w: %w", mutex.ErrJournal, err) }
 
 // Open opens the log at cfg.Path, creating it when missing, replays it and
-// starts the writer. It returns the grants in force, in no particular
-// order. A torn tail is truncated; a log past the compaction threshold is
-// compacted. Errors: ErrNotRegular or the error of resolving Path (both
-// returned before anything is created), ErrLocked, a *CorruptError
-// (errors.Is ErrCorrupt), or the error of a file operation or of the
-// Registerer.
-func Open(cfg Config) (*Log, []mutex.Grant, error) {
+// starts the writer. It returns the table the log replays to, for a
+// mutex.Node to go on from (the Log keeps a copy of its own, for
+// compaction). A torn tail is truncated; a log past the compaction
+// threshold is compacted. Errors: ErrNotRegular or the error of resolving
+// Path (both returned before anything is created), ErrLocked, a
+// *CorruptError (errors.Is ErrCorrupt), or the error of a file operation
+// or of the Registerer.
+func Open(cfg Config) (*Log, *mutex.Table, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -165,15 +188,16 @@ func Open(cfg Config) (*Log, []mutex.Grant, error) {
 		return nil, nil, err
 	}
 	l := &Log{
-		path:    path,
-		dir:     filepath.Dir(path),
-		minSize: cfg.CompactMinSize,
-		open:    cfg.OpenFile,
-		log:     cfg.Logger,
-		state:   newState(),
-		wake:    make(chan struct{}, 1),
-		quit:    make(chan struct{}),
-		done:    make(chan struct{}),
+		path:       path,
+		dir:        filepath.Dir(path),
+		minSize:    cfg.CompactMinSize,
+		open:       cfg.OpenFile,
+		log:        cfg.Logger,
+		mirror:     mutex.NewTable(),
+		recordSize: defaultRecordSize,
+		wake:       make(chan struct{}, 1),
+		quit:       make(chan struct{}),
+		done:       make(chan struct{}),
 		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "locking_center_store_write_errors_total",
 			Help: "Changes that could not be written to DATA_PATH since start-up.",
@@ -200,9 +224,9 @@ func Open(cfg Config) (*Log, []mutex.Grant, error) {
 		l.release()
 		return nil, nil, err
 	}
-	grants := l.state.grants()
+	table := l.mirror.Clone()
 	go l.run()
-	return l, grants, nil
+	return l, table, nil
 }
 
 // start takes the lock, replays the log and registers the counters on reg
@@ -229,7 +253,7 @@ func (l *Log) start(reg prometheus.Registerer) error {
 	if err := checkRegular(l.path, fi); err != nil {
 		return err // replaced since resolvePath looked at it
 	}
-	end, err := scan(l.f, fi.Size(), l.state.replay)
+	end, err := scan(l.f, fi.Size(), newReplayer(l.mirror).apply)
 	if err != nil {
 		var ce *CorruptError
 		if errors.As(err, &ce) {
@@ -249,8 +273,8 @@ func (l *Log) start(reg prometheus.Registerer) error {
 			slog.Int64(logOffset, end), slog.Int64(logBytes, fi.Size()-end))
 	}
 	l.size = end
-	l.state.recount()
-	l.log.Info("write-ahead log replayed", slog.Int(logKeys, len(l.state.held)),
+	l.mirror.ResetCounters()
+	l.log.Info("write-ahead log replayed", slog.Int(logKeys, l.mirror.Len()),
 		slog.Int64(logBytes, end), slog.Duration(logTook, time.Since(began)))
 	if reg != nil {
 		if err := reg.Register(l.writeErrors); err != nil {
@@ -304,10 +328,10 @@ func (l *Log) release() error {
 
 // Append queues c for the next write and returns its Pending. It does no
 // I/O; it only encodes c into the batch being filled. The Pending returns
-// nil once c and every change appended before it are synced, or an error
+// nil once c and every command appended before it are synced, or an error
 // wrapping mutex.ErrJournal (and ErrClosed, ErrTooLarge or the write's
 // error) when c could not be written.
-func (l *Log) Append(c mutex.Change) mutex.Pending {
+func (l *Log) Append(c *mutex.Command) mutex.Pending {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -319,9 +343,9 @@ func (l *Log) Append(c mutex.Change) mutex.Pending {
 	if len(l.buf)-start-HeaderLen > MaxPayload {
 		l.buf = l.buf[:start]
 		l.countWriteErrors(1)
-		return failed{journalError(fmt.Errorf("%w: key %q", ErrTooLarge, c.Grant.Key))}
+		return failed{journalError(fmt.Errorf("%w: key %q", ErrTooLarge, c.Key))}
 	}
-	l.changes = append(l.changes, c)
+	l.changes = append(l.changes, *c)
 	if l.cur == nil {
 		l.cur = &batch{done: make(chan struct{})}
 	}
@@ -440,14 +464,14 @@ func (l *Log) flush() {
 	}
 }
 
-// commit writes and syncs data, the records of changes, after the releases
-// carried from failed batches, and applies them to the state. A failed write
-// leaves the file to be recovered and carries the batch's releases on.
-func (l *Log) commit(data []byte, changes []mutex.Change) error {
+// commit writes and syncs data, the records of changes, after the
+// commands carried from failed batches, and applies them to the mirror. A
+// failed write leaves the file to be recovered and carries the batch on.
+func (l *Log) commit(data []byte, changes []mutex.Command) error {
 	if len(l.carry) > 0 {
 		var pre []byte
-		for _, c := range l.carry {
-			pre = appendRecord(pre, c)
+		for i := range l.carry {
+			pre = appendRecord(pre, &l.carry[i])
 		}
 		data = append(pre, data...)
 		changes = append(l.carry, changes...)
@@ -465,28 +489,18 @@ func (l *Log) commit(data []byte, changes []mutex.Change) error {
 		}
 	}
 	if err != nil {
-		l.carry = releases(changes)
+		l.carry = slices.Clone(changes)
 		return err
 	}
 	l.carry = nil
-	for _, c := range changes {
-		l.state.apply(c)
+	for i := range changes {
+		l.mirror.Apply(&changes[i])
+		l.mirror.TakeEvents()
 	}
 	l.stats.batches.Add(1)
 	l.stats.changes.Add(uint64(len(changes)))
 	l.maybeCompact()
 	return nil
-}
-
-// releases returns a new slice of the releases in changes, in order.
-func releases(changes []mutex.Change) []mutex.Change {
-	var out []mutex.Change
-	for _, c := range changes {
-		if c.Op == mutex.OpRelease {
-			out = append(out, mutex.Change{Op: mutex.OpRelease, Grant: mutex.Grant{Key: c.Grant.Key}})
-		}
-	}
-	return out
 }
 
 // writeSync appends data at the end of the log and fsyncs it.
@@ -527,11 +541,17 @@ func (l *Log) recover() error {
 	return nil
 }
 
+// snapshotSize estimates the bytes a snapshot of the mirror would take.
+func (l *Log) snapshotSize() int64 {
+	return stateRecordSize + int64(l.mirror.Records()-1)*l.recordSize
+}
+
 // maybeCompact rewrites the log when it has reached the minimum size and
-// twice the size of its held keys. A failed compaction leaves the old log
-// in use and is tried again once the log has grown by the minimum size.
+// twice the size a snapshot of its table would take. A failed compaction
+// leaves the old log in use and is tried again once the log has grown by
+// the minimum size.
 func (l *Log) maybeCompact() {
-	if l.size < l.minSize || l.size < 2*l.state.size || l.size < l.nextCompact {
+	if l.size < l.minSize || l.size < 2*l.snapshotSize() || l.size < l.nextCompact {
 		return
 	}
 	before := l.size
@@ -544,11 +564,12 @@ func (l *Log) maybeCompact() {
 		return
 	}
 	l.log.Info("write-ahead log compacted", slog.Int64(logFromBytes, before),
-		slog.Int64(logBytes, l.size), slog.Int(logKeys, len(l.state.held)))
+		slog.Int64(logBytes, l.size), slog.Int(logKeys, l.mirror.Len()))
 }
 
-// rewrite writes the held keys to Path+".tmp", fsyncs it, renames it over
-// the log and fsyncs the directory; the Log then appends to the new file.
+// rewrite writes a snapshot of the mirror to Path+".tmp", fsyncs it,
+// renames it over the log and fsyncs the directory; the Log then appends
+// to the new file.
 // Before the rename a failure leaves the old log in use. A failed directory
 // fsync after it sets dirPending and returns the error.
 func (l *Log) rewrite() error {
@@ -557,7 +578,7 @@ func (l *Log) rewrite() error {
 	if err != nil {
 		return fmt.Errorf("store: compact: %w", err)
 	}
-	size, err := writeGrants(f, l.state.held)
+	size, records, err := writeSnapshot(f, l.mirror)
 	if err == nil {
 		if err = f.Sync(); err == nil {
 			l.stats.syncs.Add(1)
@@ -571,6 +592,9 @@ func (l *Log) rewrite() error {
 	}
 	old := l.f
 	l.f, l.size, l.nextCompact = f, size, 0
+	if records > 1 {
+		l.recordSize = max((size-stateRecordSize)/int64(records-1), 1)
+	}
 	if err := old.Close(); err != nil {
 		l.log.Warn("closing the log replaced by compaction", slog.Any(logError, err))
 	}
@@ -583,27 +607,30 @@ func (l *Log) rewrite() error {
 	return nil
 }
 
-// writeGrants writes one grant record per held key to f from offset 0 and
-// returns the bytes written.
-func writeGrants(f File, held map[string]holder) (int64, error) {
+// writeSnapshot writes the state of t as snapshot records to f from
+// offset 0 and returns the bytes and the records written.
+func writeSnapshot(f File, t *mutex.Table) (int64, int, error) {
 	buf := make([]byte, 0, maxSpare+4<<10)
 	var off int64
-	put := func() error {
-		_, err := f.WriteAt(buf, off)
+	var werr error
+	records := 0
+	put := func() {
+		if werr == nil {
+			_, werr = f.WriteAt(buf, off)
+		}
 		off += int64(len(buf))
 		buf = buf[:0]
-		return err
 	}
-	for k, h := range held {
-		buf = appendRecord(buf, mutex.Change{Op: mutex.OpGrant, Grant: h.grant(k)})
+	t.Export(func(r *mutex.Record) {
+		buf = appendStateRecord(buf, r)
+		records++
 		if len(buf) >= maxSpare {
-			if err := put(); err != nil {
-				return 0, err
-			}
+			put()
 		}
+	})
+	put()
+	if werr != nil {
+		return 0, 0, werr
 	}
-	if err := put(); err != nil {
-		return 0, err
-	}
-	return off, nil
+	return off, records, nil
 }

@@ -15,12 +15,12 @@ import (
 
 func TestAppendSurvivesReopen(t *testing.T) {
 	path := tempLogPath(t)
-	l, grants := openLog(t, path, Config{})
-	if len(grants) != 0 {
-		t.Fatalf("new log restores %d grants", len(grants))
+	l, table := openLog(t, path, Config{})
+	if n := table.Len(); n != 0 {
+		t.Fatalf("new log restores %d keys", n)
 	}
 	mustAppend(t, l, history()...)
-	sameGrants(t, reopen(t, l, path), model(history()))
+	sameTable(t, reopen(t, l, path), model(history()))
 }
 
 // Changes appended while a batch is being synced share the next write
@@ -33,13 +33,17 @@ func TestGroupCommit(t *testing.T) {
 	entered, proceed := make(chan struct{}), make(chan struct{})
 	fl.set(func(fl *faults) { fl.entered, fl.proceed = entered, proceed })
 
-	first := l.Append(grant("first", "s", "a", epoch))
+	c := acquire("first", "s", "a", epoch)
+	first := l.Append(&c)
 	<-entered // the writer is inside the fsync of the first batch
 	const n = 100
 	var wg sync.WaitGroup
 	pendings := make([]mutex.Pending, n)
 	for i := range n {
-		wg.Go(func() { pendings[i] = l.Append(grant(fmt.Sprint("k", i), "s", "a", epoch)) })
+		wg.Go(func() {
+			c := acquire(fmt.Sprint("k", i), "s", "a", epoch)
+			pendings[i] = l.Append(&c)
+		})
 	}
 	wg.Wait()
 	fl.set(func(fl *faults) { fl.entered, fl.proceed = nil, nil })
@@ -59,23 +63,25 @@ func TestGroupCommit(t *testing.T) {
 
 	// After a batch of many, the writer gathers the next batch for a
 	// while; a change appended then and Close at once still get written.
-	last := l.Append(release("first"))
+	r := release("first", epoch)
+	last := l.Append(&r)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := last.Wait(); err != nil {
 		t.Fatalf("change appended before Close: %v", err)
 	}
-	l2, grants := openLog(t, path, Config{})
+	l2, table := openLog(t, path, Config{})
 	l2.Close()
-	if len(grants) != n {
-		t.Fatalf("restored %d grants, want %d", len(grants), n)
+	if got := table.Len(); got != n {
+		t.Fatalf("restored %d keys, want %d", got, n)
 	}
 }
 
 // A batch whose write or fsync fails fails every Pending in it with an
-// error wrapping mutex.ErrJournal, counts its changes, and leaves a log
-// that replays as before the batch; the next batch is written normally.
+// error wrapping mutex.ErrJournal, counts its commands, and leaves a log
+// that replays as before the batch; the failed commands are written with
+// the next batch, in front of it, so the log stays the table's history.
 func TestWriteFailure(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -93,11 +99,11 @@ func TestWriteFailure(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			path := tempLogPath(t)
 			l, _ := openLog(t, path, Config{OpenFile: fl.openFile, Registerer: reg})
-			before := []mutex.Change{grant("held", "s", "a", epoch), grant("to-release", "s", "a", epoch)}
+			before := []mutex.Command{acquire("held", "s", "a", epoch), acquire("to-release", "s", "a", epoch)}
 			mustAppend(t, l, before...)
 
 			fl.set(tt.inject)
-			errs := appendAll(l, grant("lost", "s", "a", epoch), release("to-release"))
+			errs := appendAll(l, acquire("lost", "s", "a", epoch), release("to-release", epoch))
 			for i, err := range errs {
 				if !errors.Is(err, mutex.ErrJournal) || !errors.Is(err, errInjected) {
 					t.Fatalf("change %d: got %v, want ErrJournal wrapping the injected error", i, err)
@@ -107,13 +113,12 @@ func TestWriteFailure(t *testing.T) {
 				t.Fatalf("write errors %v, want 2", v)
 			}
 			fl.set(func(fl *faults) { fl.writes, fl.syncs, fl.truncates, fl.opens = 0, 0, 0, 0 })
-			sameGrants(t, replayFile(t, path), model(before))
-			// The failed release is carried into the next batch; the
-			// failed grant is gone.
-			mustAppend(t, l, grant("next", "s", "a", epoch))
-			sameGrants(t, reopen(t, l, path), model([]mutex.Change{
-				grant("held", "s", "a", epoch), grant("next", "s", "a", epoch),
-			}))
+			sameTable(t, replayFile(t, path), model(before))
+			// The failed batch is carried into the next one. (A front end
+			// revokes a grant whose Pending failed; that revoke follows.)
+			mustAppend(t, l, acquire("next", "s", "a", epoch))
+			sameTable(t, reopen(t, l, path), model(append(before,
+				acquire("lost", "s", "a", epoch), release("to-release", epoch), acquire("next", "s", "a", epoch))))
 		})
 	}
 }
@@ -125,18 +130,34 @@ func TestBrokenUntilRecovered(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	path := tempLogPath(t)
 	l, _ := openLog(t, path, Config{OpenFile: fl.openFile, Registerer: reg})
-	mustAppend(t, l, grant("a", "s", "a", epoch))
+	mustAppend(t, l, acquire("a", "s", "a", epoch))
 	fl.set(func(fl *faults) { fl.writes, fl.truncates, fl.opens = 1, 3, 3 })
 	for i := range 3 {
-		if errs := appendAll(l, grant(fmt.Sprint("fail", i), "s", "a", epoch)); !errors.Is(errs[0], mutex.ErrJournal) {
+		if errs := appendAll(l, acquire(fmt.Sprint("fail", i), "s", "a", epoch)); !errors.Is(errs[0], mutex.ErrJournal) {
 			t.Fatalf("batch %d: got %v, want ErrJournal", i, errs[0])
 		}
 	}
 	if v, _ := counterValue(t, reg, metricWriteErrors); v != 3 {
 		t.Fatalf("write errors %v, want 3", v)
 	}
-	mustAppend(t, l, release("a"), grant("b", "s", "a", epoch))
-	sameGrants(t, reopen(t, l, path), model([]mutex.Change{grant("b", "s", "a", epoch)}))
+	mustAppend(t, l, release("a", epoch), acquire("b", "s", "a", epoch))
+	want := []mutex.Command{acquire("a", "s", "a", epoch)}
+	for i := range 3 {
+		want = append(want, acquire(fmt.Sprint("fail", i), "s", "a", epoch))
+	}
+	want = append(want, release("a", epoch), acquire("b", "s", "a", epoch))
+	sameTable(t, reopen(t, l, path), model(want))
+}
+
+// churn returns n acquires and releases of a key named name, one after the
+// other: commands that grow the log and leave the table as it was.
+func churn(name string, n int) []mutex.Command {
+	var out []mutex.Command
+	for i := range n {
+		key := fmt.Sprint(name, i)
+		out = append(out, acquire(key, "s", "a", epoch), release(key, epoch))
+	}
+	return out
 }
 
 // A compaction that fails before its rename leaves the old log in use,
@@ -146,14 +167,20 @@ func TestCompactionFailureKeepsLog(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	path := tempLogPath(t)
 	l, _ := openLog(t, path, Config{OpenFile: fl.openFile, Registerer: reg, CompactMinSize: 1})
-	mustAppend(t, l, grant("kept", "s", "a", epoch))
+	var all []mutex.Command
+	add := func(cmds ...mutex.Command) {
+		t.Helper()
+		mustAppend(t, l, cmds...)
+		all = append(all, cmds...)
+	}
+	add(acquire("kept", "s", "a", epoch))
 	fl.set(func(fl *faults) { fl.opens = 1 }) // the temp file cannot be created
-	mustAppend(t, l, grant("x", "s", "a", epoch), release("x"))
+	add(churn("x", 5)...)
 	if _, err := os.Stat(path + tmpSuffix); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("temp file after a failed compaction: %v", err)
 	}
 	fl.set(func(fl *faults) { fl.writes, fl.suffix = 1, tmpSuffix }) // the temp file cannot be written
-	mustAppend(t, l, grant("y", "s", "a", epoch), grant("z", "s", "a", epoch), release("z"))
+	add(append([]mutex.Command{acquire("y", "s", "a", epoch)}, churn("z", 5)...)...)
 	if _, err := os.Stat(path + tmpSuffix); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("temp file after a failed compaction: %v", err)
 	}
@@ -166,11 +193,11 @@ func TestCompactionFailureKeepsLog(t *testing.T) {
 	if v, _ := counterValue(t, reg, metricWriteErrors); v != 0 {
 		t.Fatalf("a failed compaction counted %v write errors", v)
 	}
-	mustAppend(t, l, grant("w", "s", "a", epoch), release("w"))
+	add(churn("w", 5)...)
 	if got := l.Stats().Compactions; got != 1 {
 		t.Fatalf("%d compactions once the faults are gone, want 1", got)
 	}
-	sameGrants(t, reopen(t, l, path), model([]mutex.Change{grant("kept", "s", "a", epoch), grant("y", "s", "a", epoch)}))
+	sameTable(t, reopen(t, l, path), model(all))
 }
 
 // When the log has doubled over its held keys it is rewritten to hold
@@ -182,7 +209,7 @@ func TestCompaction(t *testing.T) {
 	mustAppend(t, l, history()...)
 	for i := range 200 {
 		key := fmt.Sprintf("churn\xff%d", i)
-		mustAppend(t, l, grant(key, "src\x00", "127.0.0.1:9", epoch), release(key))
+		mustAppend(t, l, acquire(key, "src\x00", "127.0.0.1:9", epoch), release(key, epoch))
 	}
 	n, _ := counterValue(t, reg, metricCompactions)
 	if n == 0 || l.Stats().Compactions != uint64(n) {
@@ -191,29 +218,31 @@ func TestCompaction(t *testing.T) {
 	if size := fileSize(t, path); size >= 8<<10 {
 		t.Fatalf("log is %d bytes after compaction", size)
 	}
-	sameGrants(t, reopen(t, l, path), model(history()))
+	sameTable(t, reopen(t, l, path), model(history()))
 }
 
 // Open rewrites a log that has grown past the threshold before serving.
 func TestOpenCompacts(t *testing.T) {
 	path := tempLogPath(t)
 	l, _ := openLog(t, path, Config{CompactMinSize: 1 << 30})
+	var all []mutex.Command
 	for i := range 100 {
-		mustAppend(t, l, grant(fmt.Sprint(i), "s", "a", epoch), release(fmt.Sprint(i)))
+		all = append(all, acquire(fmt.Sprint(i), "s", "a", epoch), release(fmt.Sprint(i), epoch))
 	}
-	mustAppend(t, l, history()...)
+	all = append(all, history()...)
+	mustAppend(t, l, all...)
 	l.Close()
 	grown := fileSize(t, path)
 	reg := prometheus.NewRegistry()
-	l, grants := openLog(t, path, Config{Registerer: reg, CompactMinSize: 1})
-	sameGrants(t, grants, model(history()))
+	l, table := openLog(t, path, Config{Registerer: reg, CompactMinSize: 1})
+	sameTable(t, table, model(all))
 	if v, _ := counterValue(t, reg, metricCompactions); v != 1 {
 		t.Fatalf("compactions %v, want 1", v)
 	}
 	if size := fileSize(t, path); size >= grown/2 {
 		t.Fatalf("log is %d bytes, was %d", size, grown)
 	}
-	sameGrants(t, reopen(t, l, path), model(history()))
+	sameTable(t, reopen(t, l, path), model(all))
 }
 
 // A temp file left by a compaction that crashed is never read, and Open
@@ -222,10 +251,11 @@ func TestOpenRemovesStrayTemp(t *testing.T) {
 	path := tempLogPath(t)
 	full, _ := encodeLog(history())
 	os.WriteFile(path, full, 0o600)
-	stray := appendRecord(nil, grant("only-in-temp", "s", "a", epoch))
+	c := acquire("only-in-temp", "s", "a", epoch)
+	stray := appendRecord(nil, &c)
 	os.WriteFile(path+tmpSuffix, stray[:len(stray)-4], 0o600)
-	_, grants := openLog(t, path, Config{})
-	sameGrants(t, grants, model(history()))
+	_, table := openLog(t, path, Config{})
+	sameTable(t, table, model(history()))
 	if _, err := os.Stat(path + tmpSuffix); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("stray temp file still there: %v", err)
 	}
@@ -284,25 +314,27 @@ func TestAppendRefused(t *testing.T) {
 	path := tempLogPath(t)
 	l, _ := openLog(t, path, Config{Registerer: reg})
 	big := strings.Repeat("k", MaxPayload)
-	if err := l.Append(grant(big, "s", "a", epoch)).Wait(); !errors.Is(err, ErrTooLarge) || !errors.Is(err, mutex.ErrJournal) {
+	c := acquire(big, "s", "a", epoch)
+	if err := l.Append(&c).Wait(); !errors.Is(err, ErrTooLarge) || !errors.Is(err, mutex.ErrJournal) {
 		t.Fatalf("huge key: got %v, want ErrTooLarge and ErrJournal", err)
 	}
-	mustAppend(t, l, grant("small", "s", "a", epoch))
+	mustAppend(t, l, acquire("small", "s", "a", epoch))
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
 	}
-	if err := l.Append(grant("late", "s", "a", epoch)).Wait(); !errors.Is(err, ErrClosed) || !errors.Is(err, mutex.ErrJournal) {
+	c = acquire("late", "s", "a", epoch)
+	if err := l.Append(&c).Wait(); !errors.Is(err, ErrClosed) || !errors.Is(err, mutex.ErrJournal) {
 		t.Fatalf("append after close: got %v, want ErrClosed and ErrJournal", err)
 	}
 	if got := l.Stats().WriteErrors; got != 2 {
 		t.Fatalf("write errors %d, want 2", got)
 	}
-	l2, grants := openLog(t, path, Config{})
+	l2, table := openLog(t, path, Config{})
 	l2.Close()
-	sameGrants(t, grants, model([]mutex.Change{grant("small", "s", "a", epoch)}))
+	sameTable(t, table, model([]mutex.Command{acquire("small", "s", "a", epoch)}))
 }
 
 // After a compaction whose directory fsync failed, nothing is acknowledged
@@ -312,16 +344,17 @@ func TestDirSyncFailureAfterRename(t *testing.T) {
 	fl := &faults{}
 	path := tempLogPath(t)
 	l, _ := openLog(t, path, Config{OpenFile: fl.openFile, CompactMinSize: 1})
-	mustAppend(t, l, grant("kept", "s", "a", epoch))
+	mustAppend(t, l, acquire("kept", "s", "a", epoch))
 	// The compaction's, then the recovery's and its rewrite's.
 	fl.set(func(fl *faults) { fl.syncs, fl.suffix = 3, filepath.Dir(path) })
-	mustAppend(t, l, grant("x", "s", "a", epoch), release("x"))
+	mustAppend(t, l, churn("x", 5)...)
 	if got := l.Stats().Compactions; got != 1 {
 		t.Fatalf("%d compactions, want 1", got)
 	}
-	if errs := appendAll(l, grant("y", "s", "a", epoch)); !errors.Is(errs[0], mutex.ErrJournal) {
+	if errs := appendAll(l, acquire("y", "s", "a", epoch)); !errors.Is(errs[0], mutex.ErrJournal) {
 		t.Fatalf("batch after an unsynced rename: got %v, want ErrJournal", errs[0])
 	}
-	mustAppend(t, l, grant("z", "s", "a", epoch))
-	sameGrants(t, reopen(t, l, path), model([]mutex.Change{grant("kept", "s", "a", epoch), grant("z", "s", "a", epoch)}))
+	mustAppend(t, l, acquire("z", "s", "a", epoch))
+	want := append([]mutex.Command{acquire("kept", "s", "a", epoch)}, churn("x", 5)...)
+	sameTable(t, reopen(t, l, path), model(append(want, acquire("y", "s", "a", epoch), acquire("z", "s", "a", epoch))))
 }

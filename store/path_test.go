@@ -199,7 +199,7 @@ func TestCompactionThroughSymlink(t *testing.T) {
 	mustAppend(t, l, history()...)
 	for i := range 200 {
 		key := fmt.Sprint("churn/", i)
-		mustAppend(t, l, grant(key, "s", "127.0.0.1:9", epoch), release(key))
+		mustAppend(t, l, acquire(key, "s", "127.0.0.1:9", epoch), release(key, epoch))
 	}
 	if got := l.Stats().Compactions; got == 0 {
 		t.Fatal("no compaction ran")
@@ -216,6 +216,6 @@ func TestCompactionThroughSymlink(t *testing.T) {
 	if names := dirNames(t, filepath.Join(dir, "real")); !slices.Equal(names, []string{"locks.wal", "locks.wal.lock"}) {
 		t.Fatalf("real directory holds %q", names)
 	}
-	sameGrants(t, reopen(t, l, real), model(history()))
-	sameGrants(t, replayFile(t, alias), model(history()))
+	sameTable(t, reopen(t, l, real), model(history()))
+	sameTable(t, replayFile(t, alias), model(history()))
 }

@@ -19,16 +19,9 @@ import (
 const (
 	// HeaderLen is the size of a record header in bytes.
 	HeaderLen = 12
-	// MaxPayload bounds the payload of one record, in bytes. A grant with
-	// the longest key, source and remote address the server accepts takes
-	// well under 1 KiB.
+	// MaxPayload bounds the payload of one record, in bytes. The largest
+	// command or snapshot record the server makes takes well under 2 KiB.
 	MaxPayload = 64 << 10
-)
-
-// JSON op names of the payload.
-const (
-	opGrant   = "grant"
-	opRelease = "release"
 )
 
 // castagnoli is the CRC32C table, built once.
@@ -43,64 +36,212 @@ var (
 	errLengthSum   = errors.New("length checksum mismatch")
 	errLengthRange = errors.New("length out of range")
 	errPayloadSum  = errors.New("payload checksum mismatch")
-	errPayload     = errors.New("payload is not a change")
+	errPayload     = errors.New("payload is not a record")
 )
 
-// appendRecord appends the record of c to b and returns the extended slice.
-func appendRecord(b []byte, c mutex.Change) []byte {
+// Op names of the snapshot records and of the grant of the format before
+// commands; commands use mutex.Op's names.
+const (
+	opState   = "state"
+	opSession = "session"
+	opKey     = "key"
+	opHolder  = "holder"
+	opWaiter  = "waiter"
+	opGrant   = "grant" // a v1 grant, as logs before fencing tokens wrote it
+)
+
+// itemKind says what a record holds.
+type itemKind uint8
+
+const (
+	itemCommand itemKind = iota + 1 // a command to apply
+	itemState                       // a record of a snapshot
+	itemGrant                       // a v1 grant of the older format
+)
+
+// item is the decoded payload of one record.
+type item struct {
+	kind itemKind
+	cmd  mutex.Command
+	rec  mutex.Record
+}
+
+// --- encoding ---
+
+// enc appends the fields of one JSON object, without reflection. Zero
+// values are left out: a reader takes an absent field as zero.
+type enc struct{ b []byte }
+
+func (e *enc) open(op string) {
+	e.b = append(e.b, `{"op":"`...)
+	e.b = append(e.b, op...)
+	e.b = append(e.b, '"')
+}
+
+func (e *enc) name(n string) {
+	e.b = append(e.b, `,"`...)
+	e.b = append(e.b, n...)
+	e.b = append(e.b, `":`...)
+}
+
+func (e *enc) bytes(n, v string) {
+	if v == "" {
+		return
+	}
+	e.name(n)
+	e.b = append(e.b, '"')
+	e.b = b64.AppendEncode(e.b, []byte(v))
+	e.b = append(e.b, '"')
+}
+
+func (e *enc) int(n string, v int64) {
+	if v == 0 {
+		return
+	}
+	e.name(n)
+	e.b = strconv.AppendInt(e.b, v, 10)
+}
+
+func (e *enc) uint(n string, v uint64) {
+	if v == 0 {
+		return
+	}
+	e.name(n)
+	e.b = strconv.AppendUint(e.b, v, 10)
+}
+
+func (e *enc) bool(n string, v bool) {
+	if v {
+		e.name(n)
+		e.b = append(e.b, "true"...)
+	}
+}
+
+func (e *enc) time(n string, t time.Time) {
+	if !t.IsZero() {
+		e.int(n, t.UnixNano())
+	}
+}
+
+func (e *enc) close() { e.b = append(e.b, '}') }
+
+// appendCommand appends the JSON of c. Every command has its "at".
+func appendCommand(b []byte, c *mutex.Command) []byte {
+	e := enc{b}
+	e.open(c.Op.String())
+	e.name("at")
+	e.b = strconv.AppendInt(e.b, c.At.UnixNano(), 10)
+	e.bytes("key", c.Key)
+	e.bytes("src", c.Source)
+	e.bytes("addr", c.RemoteAddr)
+	e.uint("sess", c.Session)
+	e.uint("req", c.Request)
+	e.uint("target", c.Target)
+	e.uint("ticket", c.Ticket)
+	e.uint("token", c.Token)
+	e.bool("try", c.Try)
+	e.int("wait", int64(c.Wait))
+	e.int("lease", int64(c.Lease))
+	e.int("delay", int64(c.Delay))
+	e.int("ttl", int64(c.TTL))
+	e.int("mode", int64(c.Mode))
+	e.uint("limit", uint64(c.Limit))
+	e.int("prio", int64(c.Priority))
+	e.bool("reent", c.Reentrant)
+	e.bytes("owner", c.Owner)
+	e.bool("conn", c.ConnBound)
+	if c.SecretHash != ([mutex.SecretHashLen]byte{}) {
+		e.bytes("secret", string(c.SecretHash[:]))
+	}
+	e.close()
+	return e.b
+}
+
+// appendState appends the JSON of r, a record of a snapshot.
+func appendState(b []byte, r *mutex.Record) []byte {
+	e := enc{b}
+	switch r.Kind {
+	case mutex.RecordState:
+		e.open(opState)
+		e.uint("token", r.LastToken)
+		e.uint("ticket", r.LastTicket)
+		e.uint("sessions", r.LastSession)
+	case mutex.RecordSession:
+		e.open(opSession)
+		e.uint("sess", r.Session)
+		e.bytes("name", r.Name)
+		e.int("ttl", int64(r.TTL))
+		e.bytes("secret", string(r.SecretHash[:]))
+		e.time("opened", r.Opened)
+		e.uint("applied", r.Applied)
+	case mutex.RecordKey:
+		e.open(opKey)
+		e.bytes("key", r.Key)
+		e.uint("limit", uint64(r.Limit))
+		e.time("delay_at", r.DelayAt)
+		e.int("delay", int64(r.DelayFor))
+	case mutex.RecordHolder:
+		e.open(opHolder)
+		e.bytes("key", r.Key)
+		e.uint("token", r.Token)
+		e.bytes("src", r.Source)
+		e.bytes("addr", r.RemoteAddr)
+		e.time("at", r.Acquired)
+		e.uint("sess", r.Session)
+		e.uint("req", r.Request)
+		e.int("mode", int64(r.Mode))
+		if r.Count > 1 {
+			e.uint("count", uint64(r.Count))
+		}
+		e.bytes("owner", r.Owner)
+		e.int("lease", int64(r.LeaseFor))
+		e.time("lease_at", r.LeaseAt)
+		e.int("delay", int64(r.DelayFor))
+	case mutex.RecordWaiter:
+		e.open(opWaiter)
+		e.bytes("key", r.Key)
+		e.uint("ticket", r.Ticket)
+		e.bytes("src", r.Source)
+		e.bytes("addr", r.RemoteAddr)
+		e.time("at", r.QueuedAt)
+		e.uint("sess", r.Session)
+		e.uint("req", r.Request)
+		e.int("mode", int64(r.Mode))
+		e.uint("limit", uint64(r.Limit))
+		e.bytes("owner", r.Owner)
+		e.int("lease", int64(r.LeaseFor))
+		e.int("delay", int64(r.DelayFor))
+		e.int("prio", int64(r.Priority))
+		e.bool("reent", r.Reentrant)
+		e.bool("conn", r.ConnBound)
+		e.time("wait_at", r.WaitAt)
+	}
+	e.close()
+	return e.b
+}
+
+// frame appends a record header for the payload that payload appends,
+// and the payload; it returns the extended slice.
+func frame(b []byte, payload func([]byte) []byte) []byte {
 	start := len(b)
 	b = append(b, make([]byte, HeaderLen)...)
-	b = appendPayload(b, c)
-	payload := b[start+HeaderLen:]
+	b = payload(b)
+	p := b[start+HeaderLen:]
 	h := b[start : start+HeaderLen]
-	binary.LittleEndian.PutUint32(h[0:4], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(h[0:4], uint32(len(p)))
 	binary.LittleEndian.PutUint32(h[4:8], crc32.Checksum(h[0:4], castagnoli))
-	binary.LittleEndian.PutUint32(h[8:12], crc32.Checksum(payload, castagnoli))
+	binary.LittleEndian.PutUint32(h[8:12], crc32.Checksum(p, castagnoli))
 	return b
 }
 
-// appendPayload appends the JSON of c to b, without reflection. The bytes
-// decode with encoding/json into payloadJSON.
-func appendPayload(b []byte, c mutex.Change) []byte {
-	g := c.Grant
-	if c.Op == mutex.OpRelease {
-		b = append(b, `{"op":"`+opRelease+`","key":"`...)
-		b = b64.AppendEncode(b, []byte(g.Key))
-		return append(b, `"}`...)
-	}
-	b = append(b, `{"op":"`+opGrant+`","key":"`...)
-	b = b64.AppendEncode(b, []byte(g.Key))
-	b = append(b, `","src":"`...)
-	b = b64.AppendEncode(b, []byte(g.Source))
-	b = append(b, `","addr":"`...)
-	b = b64.AppendEncode(b, []byte(g.RemoteAddr))
-	b = append(b, `","at":`...)
-	b = strconv.AppendInt(b, g.Acquired.UnixNano(), 10)
-	return append(b, '}')
+// appendRecord appends the record of c to b.
+func appendRecord(b []byte, c *mutex.Command) []byte {
+	return frame(b, func(b []byte) []byte { return appendCommand(b, c) })
 }
 
-// recordLen returns the size in bytes of the record of c, as appendRecord
-// writes it.
-func recordLen(c mutex.Change) int {
-	g := c.Grant
-	if c.Op == mutex.OpRelease {
-		return HeaderLen + len(`{"op":"`+opRelease+`","key":""}`) + b64.EncodedLen(len(g.Key))
-	}
-	return grantLen(len(g.Key), len(g.Source), len(g.RemoteAddr), g.Acquired.UnixNano())
-}
-
-// grantLen returns the size in bytes of a grant record with strings of the
-// given lengths and a time of at Unix nanoseconds.
-func grantLen(key, src, addr int, at int64) int {
-	digits := 1
-	if at < 0 {
-		digits++ // the minus sign
-	}
-	for v := at / 10; v != 0; v /= 10 {
-		digits++
-	}
-	return HeaderLen + len(`{"op":"`+opGrant+`","key":"","src":"","addr":"","at":}`) +
-		b64.EncodedLen(key) + b64.EncodedLen(src) + b64.EncodedLen(addr) + digits
+// appendStateRecord appends the record of r, a piece of a snapshot, to b.
+func appendStateRecord(b []byte, r *mutex.Record) []byte {
+	return frame(b, func(b []byte) []byte { return appendState(b, r) })
 }
 
 // parseHeader checks the header at the start of b (at least HeaderLen
@@ -117,124 +258,334 @@ func parseHeader(b []byte) (n int, sum uint32, err error) {
 	return int(u), binary.LittleEndian.Uint32(b[8:12]), nil
 }
 
-// payloadJSON is the payload's shape for encoding/json; []byte fields are
-// base64 in JSON.
-type payloadJSON struct {
-	Op   string `json:"op"`
-	Key  []byte `json:"key"`
-	Src  []byte `json:"src"`
-	Addr []byte `json:"addr"`
-	At   *int64 `json:"at"`
+// --- decoding ---
+
+// fields is every field a payload may have, for both decoders. The
+// strings are the decoded base64.
+type fields struct {
+	Op                                  string
+	At                                  *int64
+	Key, Src, Addr, Owner, Name, Secret []byte
+	Sess, Req, Target, Ticket, Token    uint64
+	Count, Limit, Applied, Sessions     uint64
+	Try, Reent, Conn                    bool
+	Wait, Lease, Delay, TTL, Mode, Prio int64
+	Opened, LeaseAt, DelayAt, WaitAt    int64
 }
 
-// decodePayload checks p against sum and decodes the change it holds.
+// fieldsJSON is fields' shape for encoding/json; []byte fields are base64.
+type fieldsJSON struct {
+	Op       string `json:"op"`
+	At       *int64 `json:"at"`
+	Key      []byte `json:"key"`
+	Src      []byte `json:"src"`
+	Addr     []byte `json:"addr"`
+	Owner    []byte `json:"owner"`
+	Name     []byte `json:"name"`
+	Secret   []byte `json:"secret"`
+	Sess     uint64 `json:"sess"`
+	Req      uint64 `json:"req"`
+	Target   uint64 `json:"target"`
+	Ticket   uint64 `json:"ticket"`
+	Token    uint64 `json:"token"`
+	Count    uint64 `json:"count"`
+	Limit    uint64 `json:"limit"`
+	Applied  uint64 `json:"applied"`
+	Sessions uint64 `json:"sessions"`
+	Try      bool   `json:"try"`
+	Reent    bool   `json:"reent"`
+	Conn     bool   `json:"conn"`
+	Wait     int64  `json:"wait"`
+	Lease    int64  `json:"lease"`
+	Delay    int64  `json:"delay"`
+	TTL      int64  `json:"ttl"`
+	Mode     int64  `json:"mode"`
+	Prio     int64  `json:"prio"`
+	Opened   int64  `json:"opened"`
+	LeaseAt  int64  `json:"lease_at"`
+	DelayAt  int64  `json:"delay_at"`
+	WaitAt   int64  `json:"wait_at"`
+}
+
+// decodePayload checks p against sum and decodes the item it holds.
 // Errors: errPayloadSum, errPayload.
-func decodePayload(p []byte, sum uint32) (mutex.Change, error) {
+func decodePayload(p []byte, sum uint32) (item, error) {
 	if crc32.Checksum(p, castagnoli) != sum {
-		return mutex.Change{}, errPayloadSum
+		return item{}, errPayloadSum
 	}
-	if c, ok := decodeCanonical(p); ok {
-		return c, nil
-	}
-	return decodeJSON(p)
-}
-
-// decodeJSON decodes a payload of any JSON form with encoding/json.
-func decodeJSON(p []byte) (mutex.Change, error) {
-	var j payloadJSON
-	if err := json.Unmarshal(p, &j); err != nil {
-		return mutex.Change{}, fmt.Errorf("%w: %w", errPayload, err)
-	}
-	if len(j.Key) == 0 {
-		return mutex.Change{}, fmt.Errorf("%w: empty key", errPayload)
-	}
-	switch j.Op {
-	case opRelease:
-		return mutex.Change{Op: mutex.OpRelease, Grant: mutex.Grant{Key: string(j.Key)}}, nil
-	case opGrant:
-		if j.At == nil {
-			return mutex.Change{}, fmt.Errorf("%w: grant without a time", errPayload)
-		}
-		return mutex.Change{Op: mutex.OpGrant, Grant: mutex.Grant{
-			Key:        string(j.Key),
-			Source:     string(j.Src),
-			RemoteAddr: string(j.Addr),
-			Acquired:   time.Unix(0, *j.At),
-		}}, nil
-	}
-	return mutex.Change{}, fmt.Errorf("%w: unknown op %q", errPayload, j.Op)
-}
-
-// Fixed parts of the payload as appendPayload writes it.
-const (
-	canonGrant   = `{"op":"` + opGrant + `","key":"`
-	canonRelease = `{"op":"` + opRelease + `","key":"`
-	canonSrc     = `","src":"`
-	canonAddr    = `","addr":"`
-	canonAt      = `","at":`
-)
-
-// decodeCanonical decodes a payload in exactly the form appendPayload
-// writes, without reflection and with one allocation for the strings of a
-// grant. ok is false for any other form, which decodeJSON then reads; for
-// a payload it accepts it returns what decodeJSON would.
-func decodeCanonical(p []byte) (c mutex.Change, ok bool) {
-	var scratch [3 * 256]byte
-	if rest, found := bytes.CutPrefix(p, []byte(canonRelease)); found {
-		key, rest, ok := cutBase64(rest, `"}`, scratch[:0])
-		if !ok || len(rest) != 0 || len(key) == 0 {
-			return mutex.Change{}, false
-		}
-		return mutex.Change{Op: mutex.OpRelease, Grant: mutex.Grant{Key: string(key)}}, true
-	}
-	rest, found := bytes.CutPrefix(p, []byte(canonGrant))
-	if !found {
-		return mutex.Change{}, false
-	}
-	all, rest, ok := cutBase64(rest, canonSrc, scratch[:0])
-	nKey := len(all)
-	if ok {
-		all, rest, ok = cutBase64(rest, canonAddr, all)
-	}
-	nSrc := len(all) - nKey
-	if ok {
-		all, rest, ok = cutBase64(rest, canonAt, all)
-	}
-	if !ok || nKey == 0 || len(rest) < 2 || rest[len(rest)-1] != '}' {
-		return mutex.Change{}, false
-	}
-	at, ok := parseInt(rest[:len(rest)-1])
+	f, ok := scanFlat(p)
 	if !ok {
-		return mutex.Change{}, false
+		var j fieldsJSON
+		if err := json.Unmarshal(p, &j); err != nil {
+			return item{}, fmt.Errorf("%w: %w", errPayload, err)
+		}
+		f = fields(j)
 	}
-	s := string(all)
-	return mutex.Change{Op: mutex.OpGrant, Grant: mutex.Grant{
-		Key:        s[:nKey],
-		Source:     s[nKey : nKey+nSrc],
-		RemoteAddr: s[nKey+nSrc:],
-		Acquired:   time.Unix(0, at),
-	}}, true
+	return f.item()
 }
 
-// cutBase64 decodes the base64 in p up to the first occurrence of end and
-// appends it to dst. It returns the extended dst and the bytes after end.
-func cutBase64(p []byte, end string, dst []byte) ([]byte, []byte, bool) {
-	i := bytes.Index(p, []byte(end))
-	if i < 0 {
-		return dst, nil, false
+// item checks f and builds the item it describes. Errors: errPayload.
+func (f *fields) item() (item, error) {
+	bad := func(why string) (item, error) { return item{}, fmt.Errorf("%w: %s", errPayload, why) }
+	if f.Mode < 0 || f.Mode > int64(mutex.Shared) || f.Limit > math.MaxUint32 || f.Count > math.MaxUint32 ||
+		f.Prio < math.MinInt32 || f.Prio > math.MaxInt32 {
+		return bad("a field is out of range")
 	}
-	for _, c := range p[:i] {
-		// The decoder skips line breaks; JSON allows no raw control
-		// character in a string, so take none.
-		if c == '\r' || c == '\n' {
-			return dst, nil, false
+	if len(f.Secret) != 0 && len(f.Secret) != mutex.SecretHashLen {
+		return bad("a secret of the wrong size")
+	}
+	at := func(n int64) time.Time {
+		if n == 0 {
+			return time.Time{}
+		}
+		return time.Unix(0, n)
+	}
+	switch f.Op {
+	case opGrant:
+		if len(f.Key) == 0 {
+			return bad("empty key")
+		}
+		if f.At == nil {
+			return bad("grant without a time")
+		}
+		return item{kind: itemGrant, rec: mutex.Record{Key: string(f.Key), Source: string(f.Src),
+			RemoteAddr: string(f.Addr), Acquired: time.Unix(0, *f.At)}}, nil
+	case opState, opSession, opKey, opHolder, opWaiter:
+		var r mutex.Record
+		switch f.Op {
+		case opState:
+			r = mutex.Record{Kind: mutex.RecordState, LastToken: f.Token, LastTicket: f.Ticket, LastSession: f.Sessions}
+		case opSession:
+			if f.Sess == 0 {
+				return bad("a session without an id")
+			}
+			r = mutex.Record{Kind: mutex.RecordSession, Session: f.Sess, Name: string(f.Name),
+				TTL: time.Duration(f.TTL), Opened: at(f.Opened), Applied: f.Applied}
+			copy(r.SecretHash[:], f.Secret)
+		case opKey:
+			r = mutex.Record{Kind: mutex.RecordKey, Key: string(f.Key), Limit: uint32(f.Limit),
+				DelayAt: at(f.DelayAt), DelayFor: time.Duration(f.Delay)}
+		case opHolder:
+			if f.Token == 0 {
+				return bad("a holder without a token")
+			}
+			r = mutex.Record{Kind: mutex.RecordHolder, Key: string(f.Key), Token: f.Token, Source: string(f.Src),
+				RemoteAddr: string(f.Addr), Acquired: at(derefOr(f.At)), Session: f.Sess, Request: f.Req,
+				Mode: mutex.Mode(f.Mode), Count: uint32(max(f.Count, 1)), Owner: string(f.Owner),
+				LeaseFor: time.Duration(f.Lease), LeaseAt: at(f.LeaseAt), DelayFor: time.Duration(f.Delay)}
+		case opWaiter:
+			if f.Ticket == 0 {
+				return bad("a waiter without a ticket")
+			}
+			r = mutex.Record{Kind: mutex.RecordWaiter, Key: string(f.Key), Ticket: f.Ticket, Source: string(f.Src),
+				RemoteAddr: string(f.Addr), QueuedAt: at(derefOr(f.At)), Session: f.Sess, Request: f.Req,
+				Mode: mutex.Mode(f.Mode), Limit: uint32(f.Limit), Owner: string(f.Owner),
+				LeaseFor: time.Duration(f.Lease), DelayFor: time.Duration(f.Delay), Priority: int32(f.Prio),
+				Reentrant: f.Reent, ConnBound: f.Conn, WaitAt: at(f.WaitAt)}
+		}
+		if r.Kind != mutex.RecordState && r.Kind != mutex.RecordSession && len(f.Key) == 0 {
+			return bad("empty key")
+		}
+		return item{kind: itemState, rec: r}, nil
+	}
+	op, ok := mutex.ParseOp(f.Op)
+	if !ok {
+		return bad(fmt.Sprintf("unknown op %q", f.Op))
+	}
+	if f.At == nil {
+		if op != mutex.OpRelease {
+			return bad("a command without a time")
+		}
+		f.At = new(int64) // a release of a log written before commands had times
+	}
+	c := mutex.Command{Op: op, At: time.Unix(0, *f.At), Key: string(f.Key), Source: string(f.Src),
+		RemoteAddr: string(f.Addr), Session: f.Sess, Request: f.Req, Target: f.Target, Ticket: f.Ticket,
+		Token: f.Token, Try: f.Try, Wait: time.Duration(f.Wait), Lease: time.Duration(f.Lease),
+		Delay: time.Duration(f.Delay), TTL: time.Duration(f.TTL), Mode: mutex.Mode(f.Mode),
+		Limit: uint32(f.Limit), Priority: int32(f.Prio), Reentrant: f.Reent, Owner: string(f.Owner),
+		ConnBound: f.Conn}
+	copy(c.SecretHash[:], f.Secret)
+	switch op {
+	case mutex.OpAcquire, mutex.OpRelease, mutex.OpRenew, mutex.OpRevoke, mutex.OpResetKey:
+		if len(f.Key) == 0 {
+			return bad("empty key")
 		}
 	}
-	out, err := b64.AppendDecode(dst, p[:i])
-	if err != nil {
-		return dst, nil, false
+	return item{kind: itemCommand, cmd: c}, nil
+}
+
+func derefOr(p *int64) int64 {
+	if p == nil {
+		return 0
 	}
-	return out, p[i+len(end):], true
+	return *p
+}
+
+// scanFlat decodes a payload in exactly the form the encoders write: one
+// flat object, no spaces, strings only in base64, integers in strconv's
+// form, booleans only true. It needs no reflection and one allocation per
+// string. ok is false for any other form, which encoding/json then reads;
+// for a payload it accepts it returns what encoding/json would.
+func scanFlat(p []byte) (f fields, ok bool) {
+	if len(p) < 2 || p[0] != '{' || p[len(p)-1] != '}' {
+		return fields{}, false
+	}
+	rest := p[1 : len(p)-1]
+	seen := uint64(0)
+	for len(rest) > 0 {
+		if rest[0] != '"' {
+			return fields{}, false
+		}
+		end := bytes.IndexByte(rest[1:], '"')
+		if end < 0 || len(rest) < end+3 || rest[end+2] != ':' {
+			return fields{}, false
+		}
+		name := string(rest[1 : end+1])
+		rest = rest[end+3:]
+		var val []byte
+		if i := bytes.IndexByte(rest, ','); i >= 0 {
+			val, rest = rest[:i], rest[i+1:]
+			if len(rest) == 0 {
+				return fields{}, false
+			}
+		} else {
+			val, rest = rest, nil
+		}
+		bit, ok := fieldBit[name]
+		if !ok || seen&bit != 0 {
+			return fields{}, false // a field we do not write, or twice: let encoding/json judge
+		}
+		seen |= bit
+		if !f.set(name, val) {
+			return fields{}, false
+		}
+	}
+	return f, f.Op != ""
+}
+
+var fieldBit = func() map[string]uint64 {
+	names := []string{"op", "at", "key", "src", "addr", "owner", "name", "secret", "sess", "req", "target",
+		"ticket", "token", "count", "limit", "applied", "sessions", "try", "reent", "conn", "wait", "lease",
+		"delay", "ttl", "mode", "prio", "opened", "lease_at", "delay_at", "wait_at"}
+	m := make(map[string]uint64, len(names))
+	for i, n := range names {
+		m[n] = 1 << i
+	}
+	return m
+}()
+
+// set stores the raw value v of the field name; false when v is not in
+// the encoders' form.
+func (f *fields) set(name string, v []byte) bool {
+	str := func(dst *[]byte) bool {
+		if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+			return false
+		}
+		inner := v[1 : len(v)-1]
+		if bytes.ContainsAny(inner, "\"\\\r\n") {
+			return false
+		}
+		out, err := b64.AppendDecode(make([]byte, 0, b64.DecodedLen(len(inner))), inner)
+		if err != nil {
+			return false
+		}
+		*dst = out
+		return true
+	}
+	sint := func(dst *int64) bool {
+		n, ok := parseInt(v)
+		*dst = n
+		return ok
+	}
+	uint := func(dst *uint64) bool {
+		if len(v) > 0 && v[0] == '-' {
+			return false
+		}
+		n, err := strconv.ParseUint(string(v), 10, 64)
+		if err != nil || len(v) > 1 && v[0] == '0' {
+			return false
+		}
+		*dst = n
+		return true
+	}
+	boolean := func(dst *bool) bool {
+		*dst = true
+		return string(v) == "true"
+	}
+	switch name {
+	case "op":
+		var b []byte
+		if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' || bytes.ContainsAny(v[1:len(v)-1], "\"\\") {
+			return false
+		}
+		b = v[1 : len(v)-1]
+		f.Op = string(b)
+		return true
+	case "at":
+		var n int64
+		if !sint(&n) {
+			return false
+		}
+		f.At = &n
+		return true
+	case "key":
+		return str(&f.Key)
+	case "src":
+		return str(&f.Src)
+	case "addr":
+		return str(&f.Addr)
+	case "owner":
+		return str(&f.Owner)
+	case "name":
+		return str(&f.Name)
+	case "secret":
+		return str(&f.Secret)
+	case "sess":
+		return uint(&f.Sess)
+	case "req":
+		return uint(&f.Req)
+	case "target":
+		return uint(&f.Target)
+	case "ticket":
+		return uint(&f.Ticket)
+	case "token":
+		return uint(&f.Token)
+	case "count":
+		return uint(&f.Count)
+	case "limit":
+		return uint(&f.Limit)
+	case "applied":
+		return uint(&f.Applied)
+	case "sessions":
+		return uint(&f.Sessions)
+	case "try":
+		return boolean(&f.Try)
+	case "reent":
+		return boolean(&f.Reent)
+	case "conn":
+		return boolean(&f.Conn)
+	case "wait":
+		return sint(&f.Wait)
+	case "lease":
+		return sint(&f.Lease)
+	case "delay":
+		return sint(&f.Delay)
+	case "ttl":
+		return sint(&f.TTL)
+	case "mode":
+		return sint(&f.Mode)
+	case "prio":
+		return sint(&f.Prio)
+	case "opened":
+		return sint(&f.Opened)
+	case "lease_at":
+		return sint(&f.LeaseAt)
+	case "delay_at":
+		return sint(&f.DelayAt)
+	case "wait_at":
+		return sint(&f.WaitAt)
+	}
+	return false
 }
 
 // parseInt parses a decimal int64 with an optional minus sign, as
@@ -263,23 +614,23 @@ func parseInt(b []byte) (int64, bool) {
 	return int64(v), true
 }
 
-// decodeRecord decodes the record at the start of b and returns its change
+// decodeRecord decodes the record at the start of b and returns its item
 // and its size in bytes. Errors: errShort when b ends before the record
 // does, or a reason from parseHeader or decodePayload.
-func decodeRecord(b []byte) (mutex.Change, int, error) {
+func decodeRecord(b []byte) (item, int, error) {
 	if len(b) < HeaderLen {
-		return mutex.Change{}, 0, errShort
+		return item{}, 0, errShort
 	}
 	n, sum, err := parseHeader(b)
 	if err != nil {
-		return mutex.Change{}, 0, err
+		return item{}, 0, err
 	}
 	if len(b)-HeaderLen < n {
-		return mutex.Change{}, 0, errShort
+		return item{}, 0, errShort
 	}
-	c, err := decodePayload(b[HeaderLen:HeaderLen+n], sum)
+	it, err := decodePayload(b[HeaderLen:HeaderLen+n], sum)
 	if err != nil {
-		return mutex.Change{}, 0, err
+		return item{}, 0, err
 	}
-	return c, HeaderLen + n, nil
+	return it, HeaderLen + n, nil
 }

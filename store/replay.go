@@ -3,8 +3,8 @@ package store
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
-	"time"
 
 	"github.com/locking-center/locking-center/mutex"
 )
@@ -13,80 +13,56 @@ import (
 // record many times over.
 const readBuffer = 1 << 20
 
-// state is the set of held keys a log replays to.
-type state struct {
-	held map[string]holder
-	size int64 // bytes the grant records of held take
+// replayer applies a log's records, in order, to a table: first the
+// records of a snapshot (when the log was compacted), then commands and
+// grants of the older format.
+type replayer struct {
+	t        *mutex.Table
+	commands bool // a command or grant has been applied: the snapshot is over
+	records  int  // snapshot records applied
 }
 
-// holder is a held key's grant without the key: what a grant record keeps.
-type holder struct {
-	source, remote string
-	acquired       int64 // Unix nanoseconds
-}
+func newReplayer(t *mutex.Table) *replayer { return &replayer{t: t} }
 
-func holderOf(g mutex.Grant) holder {
-	return holder{source: g.Source, remote: g.RemoteAddr, acquired: g.Acquired.UnixNano()}
-}
-
-func (h holder) recordLen(key string) int64 {
-	return int64(grantLen(len(key), len(h.source), len(h.remote), h.acquired))
-}
-
-func (h holder) grant(key string) mutex.Grant {
-	return mutex.Grant{Key: key, Source: h.source, RemoteAddr: h.remote, Acquired: time.Unix(0, h.acquired)}
-}
-
-func newState() *state { return &state{held: make(map[string]holder)} }
-
-// replay applies c as apply does but leaves size to recount, which saves a
-// map lookup per record while a log is read.
-func (s *state) replay(c mutex.Change) {
-	if c.Op == mutex.OpGrant {
-		s.held[c.Grant.Key] = holderOf(c.Grant)
-	} else {
-		delete(s.held, c.Grant.Key)
+// apply applies one record's item. Errors: errPayload for a snapshot
+// record after a command, or one that does not fit the table.
+func (p *replayer) apply(it item) error {
+	switch it.kind {
+	case itemState:
+		if p.commands {
+			return fmt.Errorf("%w: a snapshot record after commands", errPayload)
+		}
+		if !p.t.Import(&it.rec) {
+			return fmt.Errorf("%w: a snapshot record that does not fit the table", errPayload)
+		}
+		p.records++
+		return nil
 	}
+	p.endSnapshot()
+	if it.kind == itemGrant {
+		p.t.RestoreV1(it.rec.Key, it.rec.Source, it.rec.RemoteAddr, it.rec.Acquired)
+		return nil
+	}
+	p.t.Apply(&it.cmd)
+	p.t.TakeEvents()
+	return nil
 }
 
-// recount sets size from held, after replay.
-func (s *state) recount() {
-	s.size = 0
-	for k, h := range s.held {
-		s.size += h.recordLen(k)
+// endSnapshot finishes the import of a snapshot once.
+func (p *replayer) endSnapshot() {
+	if !p.commands {
+		p.commands = true
+		if p.records > 0 {
+			p.t.FinishImport()
+		}
 	}
-}
-
-// apply makes c to s: a grant sets the key's holder, a release removes it.
-func (s *state) apply(c mutex.Change) {
-	key := c.Grant.Key
-	if old, ok := s.held[key]; ok {
-		s.size -= old.recordLen(key)
-	}
-	switch c.Op {
-	case mutex.OpGrant:
-		h := holderOf(c.Grant)
-		s.held[key] = h
-		s.size += h.recordLen(key)
-	case mutex.OpRelease:
-		delete(s.held, key)
-	}
-}
-
-// grants returns the held grants, in no particular order.
-func (s *state) grants() []mutex.Grant {
-	out := make([]mutex.Grant, 0, len(s.held))
-	for k, h := range s.held {
-		out = append(out, h.grant(k))
-	}
-	return out
 }
 
 // scan reads the records of the first size bytes of r, applies each whole
 // record, in order, and returns the offset just after the last one. When
 // end < size the bytes from end on are a torn tail (see the package
 // documentation). Errors: *CorruptError without its Path, or a read error.
-func scan(r io.ReaderAt, size int64, apply func(mutex.Change)) (end int64, err error) {
+func scan(r io.ReaderAt, size int64, apply func(item) error) (end int64, err error) {
 	br := bufio.NewReaderSize(io.NewSectionReader(r, 0, size), readBuffer)
 	var off int64
 	for off < size {
@@ -107,11 +83,13 @@ func scan(r io.ReaderAt, size int64, apply func(mutex.Change)) (end int64, err e
 		if b, err = br.Peek(HeaderLen + n); err != nil {
 			return off, err
 		}
-		c, err := decodePayload(b[HeaderLen:], sum)
+		it, err := decodePayload(b[HeaderLen:], sum)
+		if err == nil {
+			err = apply(it)
+		}
 		if err != nil {
 			return off, judge(r, size, off, off+HeaderLen+int64(n), err)
 		}
-		apply(c)
 		br.Discard(HeaderLen + n)
 		off += HeaderLen + int64(n)
 	}

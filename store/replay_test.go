@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/klauspost/crc32"
 	"github.com/locking-center/locking-center/mutex"
@@ -45,14 +47,14 @@ func TestOpenCutLastRecord(t *testing.T) {
 	last := len(changes) - 1
 	for cut := offs[last]; cut < len(full); cut++ {
 		path := writeFile(t, full[:cut])
-		l, grants := openLog(t, path, Config{})
-		sameGrants(t, grants, model(changes[:last]))
+		l, table := openLog(t, path, Config{})
+		sameTable(t, table, model(changes[:last]))
 		if got := fileSize(t, path); got != int64(offs[last]) {
 			t.Fatalf("cut at %d: file is %d bytes after open, want %d", cut, got, offs[last])
 		}
-		extra := grant("after-cut", "s", "a", epoch)
+		extra := acquire("after-cut", "s", "a", epoch.Add(time.Minute))
 		mustAppend(t, l, extra)
-		sameGrants(t, reopen(t, l, path), model(append(changes[:last:last], extra)))
+		sameTable(t, reopen(t, l, path), model(append(changes[:last:last], extra)))
 	}
 }
 
@@ -64,8 +66,8 @@ func TestOpenZeroTail(t *testing.T) {
 	last := len(changes) - 1
 	for _, n := range []int{1, HeaderLen - 1, HeaderLen, HeaderLen + 1, 100, 4096, 70000} {
 		path := writeFile(t, append(bytes.Clone(full), make([]byte, n)...))
-		_, grants := openLog(t, path, Config{})
-		sameGrants(t, grants, model(changes))
+		_, table := openLog(t, path, Config{})
+		sameTable(t, table, model(changes))
 		if got := fileSize(t, path); got != int64(len(full)) {
 			t.Fatalf("%d zero bytes: file is %d bytes after open, want %d", n, got, len(full))
 		}
@@ -75,8 +77,8 @@ func TestOpenZeroTail(t *testing.T) {
 		b := bytes.Clone(full)
 		clear(b[from:])
 		path := writeFile(t, b)
-		_, grants := openLog(t, path, Config{})
-		sameGrants(t, grants, model(changes[:last]))
+		_, table := openLog(t, path, Config{})
+		sameTable(t, table, model(changes[:last]))
 	}
 }
 
@@ -119,8 +121,8 @@ func TestOpenLengthPastEnd(t *testing.T) {
 	binary.LittleEndian.PutUint32(h[4:8], crc32.Checksum(h[0:4], castagnoli))
 	full, _ := encodeLog(history())
 	path := writeFile(t, append(bytes.Clone(full), append(h, "short"...)...))
-	_, grants := openLog(t, path, Config{})
-	sameGrants(t, grants, model(history()))
+	_, table := openLog(t, path, Config{})
+	sameTable(t, table, model(history()))
 }
 
 // fixture is one file in testdata and what opening it must give.
@@ -131,7 +133,7 @@ type fixture struct {
 	corruptAt int
 	// held are the changes that replay to the held keys; size is the file
 	// size after Open.
-	held []mutex.Change
+	held []mutex.Command
 	size int
 }
 
@@ -150,7 +152,8 @@ func fixtures() []fixture {
 	huge := make([]byte, HeaderLen)
 	binary.LittleEndian.PutUint32(huge[0:4], 1<<31)
 	binary.LittleEndian.PutUint32(huge[4:8], crc32.Checksum(huge[0:4], castagnoli))
-	next := appendRecord(nil, grant("next", "s", "a", epoch))
+	nextCmd := acquire("next", "s", "a", epoch)
+	next := appendRecord(nil, &nextCmd)
 	whole := func(name string, data []byte) fixture {
 		return fixture{name: name, data: data, corruptAt: -1, held: changes, size: len(full)}
 	}
@@ -170,9 +173,10 @@ func fixtures() []fixture {
 		corrupt("bad-payload-checksum.log", offs[mid], with(func(b []byte) []byte { b[offs[mid]+HeaderLen+3] ^= 0x20; return b })),
 		corrupt("bad-length-checksum.log", offs[mid], with(func(b []byte) []byte { b[offs[mid]] ^= 0x01; return b })),
 		corrupt("length-out-of-range.log", offs[mid], replace(mid, append(bytes.Clone(huge), full[offs[mid]+HeaderLen:offs[mid+1]]...))),
-		corrupt("not-json.log", offs[mid], replace(mid, record("op=grant key=k"))),
-		corrupt("unknown-op.log", offs[mid], replace(mid, record(`{"op":"steal","key":"aw=="}`))),
-		corrupt("empty-key.log", offs[mid], replace(mid, record(`{"op":"release","key":""}`))),
+		corrupt("not-json.log", offs[mid], replace(mid, record("op=acquire key=k"))),
+		corrupt("unknown-op.log", offs[mid], replace(mid, record(`{"op":"steal","at":1,"key":"aw=="}`))),
+		corrupt("empty-key.log", offs[mid], replace(mid, record(`{"op":"release","at":1,"key":""}`))),
+		corrupt("snapshot-after-commands.log", offs[mid], replace(mid, record(`{"op":"state","token":1}`))),
 		corrupt("hole-before-data.log", offs[n-2], with(func(b []byte) []byte { clear(b[offs[n-2]+4 : offs[n-1]]); return b })),
 	}
 }
@@ -196,7 +200,7 @@ func TestFixtures(t *testing.T) {
 				t.Fatalf("%s differs from what fixtures() builds; run go test -update", file)
 			}
 			path := writeFile(t, data)
-			l, grants, err := Open(Config{Path: path, Logger: testLogger(t)})
+			l, table, err := Open(Config{Path: path, Logger: testLogger(t)})
 			if fx.corruptAt >= 0 {
 				var ce *CorruptError
 				if !errors.As(err, &ce) || ce.Offset != int64(fx.corruptAt) {
@@ -208,7 +212,7 @@ func TestFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			sameGrants(t, grants, model(fx.held))
+			sameTable(t, table, model(fx.held))
 			if got := fileSize(t, path); got != int64(fx.size) {
 				t.Fatalf("file is %d bytes after open, want %d", got, fx.size)
 			}
@@ -235,8 +239,10 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		}
 	}
 	records["zeros"] = make([]byte, 2*HeaderLen)
-	payloads["reordered"] = []byte(`{"key":"aw==","at":7,"op":"grant"}`)
-	payloads["escaped"] = []byte(`{"op":"release","key":"a\u0077=="}`)
+	payloads["reordered"] = []byte(`{"key":"aw==","at":7,"op":"acquire"}`)
+	payloads["escaped"] = []byte(`{"op":"release","at":7,"key":"a\u0077=="}`)
+	payloads["legacy-grant"] = []byte(legacyGrant("k", "s", "a:1", epoch))
+	payloads["legacy-release"] = []byte(`{"op":"release","key":"aw=="}`)
 	for target, seeds := range map[string]map[string][]byte{"FuzzDecodeRecord": records, "FuzzPayload": payloads} {
 		dir := filepath.Join("testdata", "fuzz", target)
 		for name, b := range seeds {
@@ -254,5 +260,43 @@ func TestFuzzSeedCorpus(t *testing.T) {
 				t.Fatalf("%s is missing or stale (%v); run go test -update", file, err)
 			}
 		}
+	}
+}
+
+// A log written before commands (v1 grants and releases, no tokens)
+// replays to the same held keys, each with a fencing token; a later grant
+// of a key wins, as it did then.
+func TestLegacyLogReplays(t *testing.T) {
+	var b []byte
+	for _, p := range []string{
+		legacyGrant("a", "s1", "10.0.0.1:1", epoch),
+		legacyGrant("b", "s2", "10.0.0.2:2", epoch.Add(time.Second)),
+		`{"op":"release","key":"YQ=="}`,
+		legacyGrant("b", "s3", "10.0.0.3:3", epoch.Add(2*time.Second)),
+		legacyGrant("\xff", "s4", "", epoch.Add(3*time.Second)),
+	} {
+		b = append(b, record(p)...)
+	}
+	path := writeFile(t, b)
+	l, table := openLog(t, path, Config{})
+	if got, want := heldKeys(table), []string{`"\xff"="s4"`, `"b"="s3"`}; !slices.Equal(got, want) {
+		t.Fatalf("held %q, want %q", got, want)
+	}
+	var tokens []uint64
+	table.Export(func(r *mutex.Record) {
+		if r.Kind == mutex.RecordHolder {
+			tokens = append(tokens, r.Token)
+			if !r.Acquired.Equal(epoch.Add(2*time.Second)) && r.Key == "b" {
+				t.Fatalf("b acquired at %v", r.Acquired)
+			}
+		}
+	})
+	if len(tokens) != 2 || tokens[0] == 0 || tokens[0] == tokens[1] {
+		t.Fatalf("tokens %v", tokens)
+	}
+	// New commands go after the old records.
+	mustAppend(t, l, release("b", epoch.Add(time.Hour)))
+	if got := heldKeys(reopen(t, l, path)); !slices.Equal(got, []string{`"\xff"="s4"`}) {
+		t.Fatalf("after a release held %q", got)
 	}
 }

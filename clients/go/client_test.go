@@ -11,18 +11,19 @@ import (
 
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
 	"github.com/locking-center/locking-center/mutex"
+	"github.com/locking-center/locking-center/oneshot"
 )
 
 // serverAddr is the mutex port of the lock server that TestMain runs for
 // the tests and examples of this package.
 var (
 	serverAddr string
-	table      *mutex.Table
+	table      *mutex.Node
 )
 
 func TestMain(m *testing.M) {
-	table = mutex.NewTable(mutex.Config{})
-	srv, err := mutex.NewServer(table, mutex.ServerConfig{})
+	table = mutex.NewNode(mutex.NodeConfig{})
+	srv, err := oneshot.NewServer(table, oneshot.ServerConfig{})
 	if err != nil {
 		panic(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/locking-center/locking-center/mutex"
+	"github.com/locking-center/locking-center/oneshot"
 )
 
 // vectors mirrors clients/testdata/vectors.json, the protocol vectors every
@@ -87,7 +87,7 @@ func TestVectorsMatchServer(t *testing.T) {
 	v := loadVectors(t)
 	for _, r := range v.Requests {
 		wire := unhex(t, r.RequestHex)
-		req, n, err := mutex.DecodeRequest(wire)
+		req, n, err := oneshot.DecodeRequest(wire)
 		if err != nil || n != len(wire) {
 			t.Errorf("%s: server decodes %d of %d bytes, err %v", r.Name, n, len(wire), err)
 			continue
@@ -97,12 +97,12 @@ func TestVectorsMatchServer(t *testing.T) {
 		}
 	}
 	for _, k := range v.InvalidKeys {
-		if mutex.ValidateKey(string(unhex(t, k.KeyHex))) == nil {
+		if (oneshot.Request{Action: oneshot.ActionUnlock, Key: string(unhex(t, k.KeyHex))}).Validate() == nil {
 			t.Errorf("invalid key %s: the server accepts it", k.Name)
 		}
 	}
 	for _, s := range v.InvalidSources {
-		r := mutex.Request{Action: mutex.ActionResetSource, Source: string(unhex(t, s.SourceHex))}
+		r := oneshot.Request{Action: oneshot.ActionResetSource, Source: string(unhex(t, s.SourceHex))}
 		if r.Validate() == nil {
 			t.Errorf("invalid source %s: the server accepts it", s.Name)
 		}
@@ -176,7 +176,7 @@ func answerServer(t *testing.T, a byte) string {
 					break
 				}
 				req = append(req, chunk[:n]...)
-				if _, _, err := mutex.DecodeRequest(req); err == nil {
+				if _, _, err := oneshot.DecodeRequest(req); err == nil {
 					conn.Write([]byte{a})
 					break
 				}

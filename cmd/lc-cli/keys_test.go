@@ -47,9 +47,11 @@ func layoutTable(t *testing.T) *testServer {
 	grant("deploy/prod", "ci-job-4411", "10.0.0.4:51314")
 	clock.Set(t0.Add(70 * time.Second))
 	grant("a", "lc-cli@build-07", "192.168.100.201:40022")
-	s.table.Enqueue(mutex.Claim{Key: "a", Source: "w1", RemoteAddr: "10.0.0.5:1"}, nil)
-	s.table.Enqueue(mutex.Claim{Key: "a", Source: "w2", RemoteAddr: "10.0.0.6:1"}, nil)
-	s.table.Restore([]mutex.Grant{{Key: "bin\x00key", Acquired: t0.Add(-26*time.Hour - 3*time.Minute)}})
+	for _, w := range []mutex.Claim{{Key: "a", Source: "w1", RemoteAddr: "10.0.0.5:1"}, {Key: "a", Source: "w2", RemoteAddr: "10.0.0.6:1"}} {
+		s.table.Apply(mutex.Command{Op: mutex.OpAcquire, Key: w.Key, Source: w.Source, RemoteAddr: w.RemoteAddr})
+	}
+	clock.Set(t0.Add(-26*time.Hour - 3*time.Minute))
+	grant("bin\x00key", "", "")
 	clock.Set(t0.Add(73204 * time.Millisecond))
 	return s
 }

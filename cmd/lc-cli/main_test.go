@@ -20,6 +20,7 @@ import (
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/mutex"
+	"github.com/locking-center/locking-center/oneshot"
 )
 
 // Stamps the test binary is built with.
@@ -102,8 +103,8 @@ func signalReporter(role string) int {
 // testServer is a live lock server on 127.0.0.1: the mutex port and the
 // management port over one table.
 type testServer struct {
-	table       *mutex.Table
-	mutexSrv    *mutex.Server
+	table       *mutex.Node
+	mutexSrv    *oneshot.Server
 	managerSrv  *manager.Server
 	addr        string // mutex port
 	managerAddr string // management port
@@ -116,9 +117,10 @@ type testServer struct {
 func startServer(t *testing.T, now func() time.Time) *testServer {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(tLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s := &testServer{table: mutex.NewTable(mutex.Config{Now: now})}
+	s := &testServer{table: mutex.NewNode(mutex.NodeConfig{Clock: now})}
+	t.Cleanup(s.table.Close)
 	var err error
-	if s.mutexSrv, err = mutex.NewServer(s.table, mutex.ServerConfig{Logger: log}); err != nil {
+	if s.mutexSrv, err = oneshot.NewServer(s.table, oneshot.ServerConfig{Logger: log}); err != nil {
 		t.Fatal(err)
 	}
 	s.managerSrv = manager.NewServer(s.table, manager.Config{Logger: log})

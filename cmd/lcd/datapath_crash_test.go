@@ -308,12 +308,10 @@ func scrapeCounter(t *testing.T, addr, name string) float64 {
 // has compacted the log and been killed with SIGKILL.
 func TestNonUTF8SurvivesCompactionAndKill(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "locks.wal")
-	kept := []mutex.Change{}
+	kept := []mutex.Command{}
 	for i := range 4 {
-		kept = append(kept, mutex.Change{Op: mutex.OpGrant, Grant: mutex.Grant{
-			Key: fmt.Sprintf("\xff%d\x00\xfe", i), Source: fmt.Sprintf("\x80src\x00%d", i),
-			RemoteAddr: "10.0.0.1:1", Acquired: grantEpoch.Add(time.Duration(i)),
-		}})
+		kept = append(kept, acquireCmd(fmt.Sprintf("\xff%d\x00\xfe", i), fmt.Sprintf("\x80src\x00%d", i),
+			"10.0.0.1:1", grantEpoch.Add(time.Duration(i))))
 	}
 	// A log of more than wal.DefaultCompactMinSize that has grown far
 	// past its held keys.
@@ -323,11 +321,12 @@ func TestNonUTF8SurvivesCompactionAndKill(t *testing.T) {
 	}
 	var ps []mutex.Pending
 	for i := range 8000 {
-		g := mutex.Grant{Key: fmt.Sprint("churn/", i), Source: "s", RemoteAddr: "10.0.0.2:2", Acquired: grantEpoch}
-		ps = append(ps, l.Append(mutex.Change{Op: mutex.OpGrant, Grant: g}), l.Append(mutex.Change{Op: mutex.OpRelease, Grant: g}))
+		key := fmt.Sprint("churn/", i)
+		a, r := acquireCmd(key, "s", "10.0.0.2:2", grantEpoch), releaseCmd(key, grantEpoch)
+		ps = append(ps, l.Append(&a), l.Append(&r))
 	}
-	for _, c := range kept {
-		ps = append(ps, l.Append(c))
+	for i := range kept {
+		ps = append(ps, l.Append(&kept[i]))
 	}
 	for _, p := range ps {
 		if err := p.Wait(); err != nil {

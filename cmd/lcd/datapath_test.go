@@ -139,9 +139,9 @@ func (p *inProcess) stop() int {
 	return p.code
 }
 
-// writeLog writes changes to a new log at path, one Open per change, and
+// writeLog writes commands to a new log at path, one Open per command, and
 // returns the offset of every record and the size of the file.
-func writeLog(t *testing.T, path string, changes []mutex.Change) []int64 {
+func writeLog(t *testing.T, path string, changes []mutex.Command) []int64 {
 	t.Helper()
 	offs := make([]int64, 0, len(changes)+1)
 	for _, c := range changes {
@@ -158,7 +158,7 @@ func writeLog(t *testing.T, path string, changes []mutex.Change) []int64 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Append(c).Wait(); err != nil {
+		if err := l.Append(&c).Wait(); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.Close(); err != nil {
@@ -175,7 +175,7 @@ func writeLog(t *testing.T, path string, changes []mutex.Change) []int64 {
 // changesLog writes restoreHistory() to a log in a new directory and
 // returns the changes, the log's path, its bytes and the offsets of
 // writeLog.
-func changesLog(t *testing.T) ([]mutex.Change, string, []byte, []int64) {
+func changesLog(t *testing.T) ([]mutex.Command, string, []byte, []int64) {
 	t.Helper()
 	cs := restoreHistory()
 	path := filepath.Join(t.TempDir(), "locks.wal")
@@ -189,36 +189,42 @@ func changesLog(t *testing.T) ([]mutex.Change, string, []byte, []int64) {
 
 var grantEpoch = time.Date(2024, 3, 1, 12, 0, 0, 987654321, time.UTC)
 
+// acquireCmd and releaseCmd are v1 commands: on a free key an acquire is a
+// grant.
+func acquireCmd(key, src, remote string, at time.Time) mutex.Command {
+	return mutex.Command{Op: mutex.OpAcquire, At: at, Key: key, Source: src, RemoteAddr: remote, ConnBound: true}
+}
+
+func releaseCmd(key string, at time.Time) mutex.Command {
+	return mutex.Command{Op: mutex.OpRelease, At: at, Key: key}
+}
+
 // restoreHistory is a history with keys and sources of any bytes.
-func restoreHistory() []mutex.Change {
-	g := func(key, src, remote string, at time.Time) mutex.Change {
-		return mutex.Change{Op: mutex.OpGrant, Grant: mutex.Grant{Key: key, Source: src, RemoteAddr: remote, Acquired: at}}
-	}
-	return []mutex.Change{
-		g("orders/batch-7", "10.0.0.4", "10.0.0.4:51314", grantEpoch),
-		g("\xff\xfe\x00bin", "src\x00\xff", "10.0.0.9:44120", grantEpoch.Add(time.Second)),
-		g("gone", "s", "127.0.0.1:3", grantEpoch),
-		{Op: mutex.OpRelease, Grant: mutex.Grant{Key: "gone"}},
-		g("\x80", "", "[::1]:40000", grantEpoch.Add(-time.Hour)),
-		g("last", "pod-1", "10.1.1.1:9", grantEpoch.Add(2*time.Second)),
+func restoreHistory() []mutex.Command {
+	return []mutex.Command{
+		acquireCmd("orders/batch-7", "10.0.0.4", "10.0.0.4:51314", grantEpoch),
+		acquireCmd("\xff\xfe\x00bin", "src\x00\xff", "10.0.0.9:44120", grantEpoch.Add(time.Second)),
+		acquireCmd("gone", "s", "127.0.0.1:3", grantEpoch),
+		releaseCmd("gone", grantEpoch),
+		acquireCmd("\x80", "", "[::1]:40000", grantEpoch.Add(-time.Hour)),
+		acquireCmd("last", "pod-1", "10.1.1.1:9", grantEpoch.Add(2*time.Second)),
 	}
 }
 
-// wantHolders is what the management port lists after changes: one line
-// per held key, sorted.
-func wantHolders(changes []mutex.Change) []string {
-	held := make(map[string]mutex.Grant)
-	for _, c := range changes {
-		if c.Op == mutex.OpGrant {
-			held[c.Grant.Key] = c.Grant
-		} else {
-			delete(held, c.Grant.Key)
-		}
+// wantHolders is what the management port lists after the commands: one
+// line per held key, sorted.
+func wantHolders(cmds []mutex.Command) []string {
+	t := mutex.NewTable()
+	for i := range cmds {
+		t.Apply(&cmds[i])
+		t.TakeEvents()
 	}
 	var out []string
-	for _, g := range held {
-		out = append(out, holderLine(g.Key, g.Source, g.RemoteAddr, g.Acquired))
-	}
+	t.Export(func(r *mutex.Record) {
+		if r.Kind == mutex.RecordHolder {
+			out = append(out, holderLine(r.Key, r.Source, r.RemoteAddr, r.Acquired))
+		}
+	})
 	sort.Strings(out)
 	return out
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/metrics"
 	"github.com/locking-center/locking-center/mutex"
+	"github.com/locking-center/locking-center/oneshot"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
@@ -32,16 +33,16 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer st.close()
 
-	table := mutex.NewTable(mutex.Config{Journal: st.journal})
-	table.Restore(st.restored)
-	if err := metrics.Register(reg, table); err != nil {
+	node := mutex.NewNode(mutex.NodeConfig{Journal: st.journal, Table: st.restored})
+	defer node.Close()
+	if err := metrics.Register(reg, node); err != nil {
 		return &exitError{code: exitRuntime, err: fmt.Errorf("register metrics: %w", err)}
 	}
-	mutexSrv, err := mutex.NewServer(table, mutex.ServerConfig{HeaderTimeout: cfg.HeaderTimeout, Logger: log})
+	mutexSrv, err := oneshot.NewServer(node, oneshot.ServerConfig{HeaderTimeout: cfg.HeaderTimeout, Logger: log})
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	managerSrv := manager.NewServer(table, manager.Config{Timeout: cfg.HeaderTimeout, Logger: log})
+	managerSrv := manager.NewServer(node, manager.Config{Timeout: cfg.HeaderTimeout, Logger: log})
 	scrapes := newScrapeWatch()
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", scrapes.wrap(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
@@ -51,7 +52,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: metricsIdleTimeout}
 
 	lns, err := listenAll(
-		binding{cfg.BindAddress, mutex.Listen},
+		binding{cfg.BindAddress, oneshot.Listen},
 		binding{cfg.ManagerAddress, listenConfig.Listen},
 		binding{cfg.MetricsAddress, listenConfig.Listen})
 	if err != nil {
@@ -62,12 +63,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		slog.String("manager", lns[1].Addr().String()),
 		slog.String("metrics", lns[2].Addr().String()),
 		slog.String("data_path", cfg.DataPath),
-		slog.Int("restored_keys", len(st.restored)))
+		slog.Int("restored_keys", restoredKeys(st.restored)))
 
 	g, gctx := errgroup.WithContext(ctx)
 	// A signal can close a server before its Serve has started; that is a
 	// shutdown, not a failure.
-	g.Go(func() error { return ignore(mutexSrv.Serve(gctx, lns[0]), mutex.ErrClosed) })
+	g.Go(func() error { return ignore(mutexSrv.Serve(gctx, lns[0]), oneshot.ErrClosed) })
 	g.Go(func() error { return ignore(managerSrv.Serve(gctx, lns[1]), manager.ErrClosed) })
 	g.Go(func() error {
 		if err := httpSrv.Serve(lns[2]); !errors.Is(err, http.ErrServerClosed) {
@@ -137,11 +138,19 @@ func listenAll(bs ...binding) ([]net.Listener, error) {
 }
 
 // store is what a DATA_PATH brings to the table: the journal to write to,
-// the grants read back, and what to close at exit.
+// the table read back, and what to close at exit.
 type store struct {
 	journal  mutex.Journal
-	restored []mutex.Grant
+	restored *mutex.Table // nil without a DATA_PATH
 	close    func()
+}
+
+// restoredKeys returns how many keys t holds or waits for; 0 for nil.
+func restoredKeys(t *mutex.Table) int {
+	if t == nil {
+		return 0
+	}
+	return t.Len()
 }
 
 // openStore opens the write-ahead log at cfg.DataPath. Without a DATA_PATH

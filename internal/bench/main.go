@@ -39,7 +39,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/locking-center/locking-center/mutex"
+	"github.com/locking-center/locking-center/oneshot"
 )
 
 var (
@@ -218,18 +218,18 @@ func (s *server) rss() int64 {
 }
 
 // request sends one request on a new connection and returns the answer.
-func request(addr string, r mutex.Request) (byte, error) {
+func request(addr string, r oneshot.Request) (byte, error) {
 	return requestThen(addr, r, func() {})
 }
 
 // requestThen is request, calling sent once the request is written.
-func requestThen(addr string, r mutex.Request, sent func()) (byte, error) {
+func requestThen(addr string, r oneshot.Request, sent func()) (byte, error) {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
-	if _, err := c.Write(mutex.AppendRequest(nil, r)); err != nil {
+	if _, err := c.Write(oneshot.AppendRequest(nil, r)); err != nil {
 		return 0, err
 	}
 	sent()
@@ -242,10 +242,10 @@ func requestThen(addr string, r mutex.Request, sent func()) (byte, error) {
 
 // cycle locks and unlocks key once.
 func cycle(addr, key string) error {
-	if a, err := request(addr, mutex.Request{Action: mutex.ActionLock, Key: key, Source: "bench"}); err != nil || a != mutex.AnswerOK {
+	if a, err := request(addr, oneshot.Request{Action: oneshot.ActionLock, Key: key, Source: "bench"}); err != nil || a != oneshot.AnswerOK {
 		return fmt.Errorf("lock: %q %v", a, err)
 	}
-	if a, err := request(addr, mutex.Request{Action: mutex.ActionUnlock, Key: key}); err != nil || a != mutex.AnswerOK {
+	if a, err := request(addr, oneshot.Request{Action: oneshot.ActionUnlock, Key: key}); err != nil || a != oneshot.AnswerOK {
 		return fmt.Errorf("unlock: %q %v", a, err)
 	}
 	return nil
@@ -363,8 +363,8 @@ func hotKeyRound(lcd *server, clients int, queued bool) {
 	counts := make([]int, clients)
 	// A starter holds the key until every client's first request is
 	// parked, so that all start in the queue.
-	unlock := mutex.Request{Action: mutex.ActionUnlock, Key: "hot"}
-	if a, err := request(lcd.addr, mutex.Request{Action: mutex.ActionLock, Key: "hot", Source: "starter"}); err != nil || a != mutex.AnswerOK {
+	unlock := oneshot.Request{Action: oneshot.ActionUnlock, Key: "hot"}
+	if a, err := request(lcd.addr, oneshot.Request{Action: oneshot.ActionLock, Key: "hot", Source: "starter"}); err != nil || a != oneshot.AnswerOK {
 		log.Fatalf("starter: %q %v", a, err)
 	}
 	origin := time.Now() // lastBegun, lastSent and the clients' clocks count from it
@@ -373,7 +373,7 @@ func hotKeyRound(lcd *server, clients int, queued bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lock := mutex.AppendRequest(nil, mutex.Request{Action: mutex.ActionLock, Key: "hot", Source: "c" + strconv.Itoa(i)})
+			lock := oneshot.AppendRequest(nil, oneshot.Request{Action: oneshot.ActionLock, Key: "hot", Source: "c" + strconv.Itoa(i)})
 			var local, localDial []float64
 			send := func() (net.Conn, int64) {
 				c, err := net.Dial("tcp", lcd.addr)
@@ -388,7 +388,7 @@ func hotKeyRound(lcd *server, clients int, queued bool) {
 			c, before := send()
 			for {
 				var b [1]byte
-				if _, err := io.ReadFull(c, b[:]); err != nil || b[0] != mutex.AnswerOK {
+				if _, err := io.ReadFull(c, b[:]); err != nil || b[0] != oneshot.AnswerOK {
 					log.Fatalf("lock: %q %v", b[0], err)
 				}
 				c.Close()
@@ -406,7 +406,7 @@ func hotKeyRound(lcd *server, clients int, queued bool) {
 					c, before = send()
 				}
 				lastBegun.Store(time.Since(origin).Nanoseconds())
-				if a, err := requestThen(lcd.addr, unlock, func() { lastSent.Store(time.Since(origin).Nanoseconds()) }); err != nil || a != mutex.AnswerOK {
+				if a, err := requestThen(lcd.addr, unlock, func() { lastSent.Store(time.Since(origin).Nanoseconds()) }); err != nil || a != oneshot.AnswerOK {
 					log.Fatalf("unlock: %q %v", a, err)
 				}
 				if done {
@@ -425,7 +425,7 @@ func hotKeyRound(lcd *server, clients int, queued bool) {
 	waitMetric(lcd.metrics, "locking_center_waiters", clients)
 	start := time.Now()
 	lastBegun.Store(time.Since(origin).Nanoseconds())
-	if a, err := requestThen(lcd.addr, unlock, func() { lastSent.Store(time.Since(origin).Nanoseconds()) }); err != nil || a != mutex.AnswerOK {
+	if a, err := requestThen(lcd.addr, unlock, func() { lastSent.Store(time.Since(origin).Nanoseconds()) }); err != nil || a != oneshot.AnswerOK {
 		log.Fatalf("starter's unlock: %q %v", a, err)
 	}
 	time.Sleep(*duration)
@@ -467,7 +467,7 @@ func memory(lcdBin string) {
 					return
 				}
 				key := "held/" + strconv.FormatInt(i, 10)
-				if a, err := request(lcd.addr, mutex.Request{Action: mutex.ActionTryLock, Key: key}); err != nil || a != mutex.AnswerOK {
+				if a, err := request(lcd.addr, oneshot.Request{Action: oneshot.ActionTryLock, Key: key}); err != nil || a != oneshot.AnswerOK {
 					log.Fatalf("trylock %s: %q %v", key, a, err)
 				}
 			}
@@ -480,7 +480,7 @@ func memory(lcdBin string) {
 
 	lcd = startLCD(lcdBin)
 	defer lcd.stop()
-	if a, err := request(lcd.addr, mutex.Request{Action: mutex.ActionLock, Key: "hot"}); err != nil || a != mutex.AnswerOK {
+	if a, err := request(lcd.addr, oneshot.Request{Action: oneshot.ActionLock, Key: "hot"}); err != nil || a != oneshot.AnswerOK {
 		log.Fatalf("holder: %q %v", a, err)
 	}
 	base = lcd.rss()
@@ -490,7 +490,7 @@ func memory(lcdBin string) {
 		if err != nil {
 			log.Fatal(err)
 		}
-		c.Write(mutex.AppendRequest(nil, mutex.Request{Action: mutex.ActionLock, Key: "hot"}))
+		c.Write(oneshot.AppendRequest(nil, oneshot.Request{Action: oneshot.ActionLock, Key: "hot"}))
 		conns = append(conns, c)
 	}
 	waitMetric(lcd.metrics, "locking_center_waiters", *waiters)

@@ -13,14 +13,16 @@ import (
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/mutex"
+	"github.com/locking-center/locking-center/oneshot"
 )
 
 // startServers serves one table on a mutex port and a management port,
 // both on 127.0.0.1:0, until the test ends.
 func startServers(t *testing.T) (mutexAddr, managerAddr string) {
 	t.Helper()
-	table := mutex.NewTable(mutex.Config{})
-	ms, err := mutex.NewServer(table, mutex.ServerConfig{})
+	table := mutex.NewNode(mutex.NodeConfig{})
+	t.Cleanup(table.Close)
+	ms, err := oneshot.NewServer(table, oneshot.ServerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@
 // lcd's throughput and CPU are read as ratios to what the connection
 // itself costs on the same machine at the same moment.
 //
-// It listens as lcd's mutex port does (mutex.Listen: no TCP keep-alive,
+// It listens as lcd's mutex port does (oneshot.Listen: no TCP keep-alive,
 // deferred accept on Linux), so the comparison is of the work done per
 // connection and not of socket options.
 //
@@ -19,7 +19,7 @@ import (
 	"net"
 	"os"
 
-	"github.com/locking-center/locking-center/mutex"
+	"github.com/locking-center/locking-center/oneshot"
 )
 
 func main() {
@@ -27,7 +27,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: floor ADDR")
 		os.Exit(2)
 	}
-	ln, err := mutex.Listen(context.Background(), "tcp", os.Args[1])
+	ln, err := oneshot.Listen(context.Background(), "tcp", os.Args[1])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(1)
@@ -53,10 +53,10 @@ func serve(c net.Conn) {
 	for {
 		m, err := c.Read(buf[n:])
 		n += m
-		if _, _, derr := mutex.DecodeRequest(buf[:n]); derr == nil {
-			c.Write([]byte{mutex.AnswerOK})
+		if _, _, derr := oneshot.DecodeRequest(buf[:n]); derr == nil {
+			c.Write([]byte{oneshot.AnswerOK})
 			return
-		} else if errors.Is(derr, mutex.ErrMalformed) || err != nil {
+		} else if errors.Is(derr, oneshot.ErrMalformed) || err != nil {
 			return
 		}
 	}

@@ -1,9 +1,11 @@
-package mutex
+package oneshot
 
 import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/locking-center/locking-center/mutex"
 )
 
 // deliveryTick is how often the connections of delivered grants are
@@ -14,7 +16,7 @@ const deliveryTick = 10 * time.Millisecond
 // connection ended, waiting for the client to end its side.
 type delivery struct {
 	c     net.Conn
-	grant Grant
+	grant grant
 	born  uint64 // sweep count when it was added
 	next  uint64 // sweep count of its next check
 }
@@ -30,13 +32,13 @@ type delivery struct {
 // holder unlocked, the usual case) needs no answer: its connection is
 // simply closed.
 type deliveries struct {
-	table   *Table
+	node    *mutex.Node
 	timeout time.Duration // how long a client may keep the connection open
 	finish  func(net.Conn)
-	onLost  func(Grant) // a grant found not received, after its release
+	onLost  func(grant) // a grant found not received, after its revoke
 
 	mu      sync.Mutex
-	pending map[uint64]delivery // by grant id
+	pending map[uint64]delivery // by fencing token
 	sweeps  uint64
 	timer   *time.Timer // runs sweep deliveryTick after it is armed
 	armed   bool        // the timer is set
@@ -45,9 +47,9 @@ type deliveries struct {
 	sweepMu sync.Mutex  // held while a sweep runs
 }
 
-func newDeliveries(t *Table, timeout time.Duration, finish func(net.Conn), onLost func(Grant)) *deliveries {
+func newDeliveries(n *mutex.Node, timeout time.Duration, finish func(net.Conn), onLost func(grant)) *deliveries {
 	return &deliveries{
-		table:   t,
+		node:    n,
 		timeout: timeout,
 		finish:  finish,
 		onLost:  onLost,
@@ -57,10 +59,10 @@ func newDeliveries(t *Table, timeout time.Duration, finish func(net.Conn), onLos
 
 // add leaves c, whose grant g has had its '+' and our FIN, until the
 // client's answer.
-func (d *deliveries) add(c net.Conn, g Grant) {
+func (d *deliveries) add(c net.Conn, g grant) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.pending[g.ID] = delivery{c: c, grant: g, born: d.sweeps, next: d.sweeps + 1}
+	d.pending[g.token] = delivery{c: c, grant: g, born: d.sweeps, next: d.sweeps + 1}
 	d.armLocked()
 }
 
@@ -109,7 +111,7 @@ func (d *deliveries) stop() {
 	d.sweepMu.Unlock()
 }
 
-// take removes and returns the connection of grant id, ended before its
+// take removes and returns the connection of grant token id, ended before its
 // client answered; the caller finishes it.
 func (d *deliveries) take(id uint64) (net.Conn, bool) {
 	if id == 0 {
@@ -161,14 +163,14 @@ func (d *deliveries) sweep() int {
 // whether it did; a grant not received is released.
 func (d *deliveries) settle(p delivery, received bool) bool {
 	d.mu.Lock()
-	q, ok := d.pending[p.grant.ID]
+	q, ok := d.pending[p.grant.token]
 	ok = ok && q.c == p.c
 	if ok {
-		delete(d.pending, p.grant.ID)
+		delete(d.pending, p.grant.token)
 	}
 	d.mu.Unlock()
 	if ok && !received {
-		d.table.ReleaseGrant(p.grant)
+		d.node.Revoke(p.grant.key, p.grant.token)
 		d.onLost(p.grant)
 	}
 	return ok

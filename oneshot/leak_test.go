@@ -1,7 +1,8 @@
-package mutex
+package oneshot
 
 import (
 	"context"
+	"github.com/locking-center/locking-center/mutex"
 	"strconv"
 	"testing"
 
@@ -42,11 +43,11 @@ func TestMillionKeysLeaveEmptyTable(t *testing.T) {
 	if testing.Short() {
 		n = 10_000
 	}
-	tb := NewTable(Config{})
+	tb := newNode()
 	ctx := context.Background()
 	for i := range n {
 		key := strconv.Itoa(i)
-		if _, err := tb.Lock(ctx, Claim{Key: key, Source: "s"}); err != nil {
+		if _, err := tb.Lock(ctx, mutex.Claim{Key: key, Source: "s"}); err != nil {
 			t.Fatal(err)
 		}
 		if i%2 == 0 {
@@ -59,7 +60,7 @@ func TestMillionKeysLeaveEmptyTable(t *testing.T) {
 	if got := tb.Len(); got != 0 {
 		t.Fatalf("table has %d keys after every key was released", got)
 	}
-	if got := len(tb.parked); got != 0 {
+	if got := tb.Snapshot().Parked; got != 0 {
 		t.Fatalf("registry has %d entries", got)
 	}
 }

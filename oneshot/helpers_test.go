@@ -1,4 +1,4 @@
-package mutex
+package oneshot
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locking-center/locking-center/mutex"
 	"go.uber.org/goleak"
 )
 
@@ -38,20 +39,23 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// testServer is a table and its mutex-port server on 127.0.0.1.
+// testServer is a node and its v1 server on 127.0.0.1.
 type testServer struct {
-	table *Table
+	table *mutex.Node
 	srv   *Server
 	addr  string
 }
 
+// newNode returns a node with an empty table and no journal.
+func newNode() *mutex.Node { return mutex.NewNode(mutex.NodeConfig{}) }
+
 // startServer serves a fresh table on a 127.0.0.1 port until the test ends.
 func startServer(t *testing.T, cfg ServerConfig) *testServer {
 	t.Helper()
-	return startServerWith(t, NewTable(Config{}), cfg)
+	return startServerWith(t, newNode(), cfg)
 }
 
-func startServerWith(t *testing.T, table *Table, cfg ServerConfig) *testServer {
+func startServerWith(t *testing.T, table *mutex.Node, cfg ServerConfig) *testServer {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
@@ -68,7 +72,7 @@ func startServerWith(t *testing.T, table *Table, cfg ServerConfig) *testServer {
 
 // serveTable serves table on a 127.0.0.1 port; Serve's result arrives on
 // the channel once the server is closed.
-func serveTable(t *testing.T, table *Table, cfg ServerConfig) (*testServer, <-chan error) {
+func serveTable(t *testing.T, table *mutex.Node, cfg ServerConfig) (*testServer, <-chan error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -78,7 +82,7 @@ func serveTable(t *testing.T, table *Table, cfg ServerConfig) (*testServer, <-ch
 }
 
 // serveTableOn is serveTable on the listener ln.
-func serveTableOn(t *testing.T, table *Table, cfg ServerConfig, ln net.Listener) (*testServer, <-chan error) {
+func serveTableOn(t *testing.T, table *mutex.Node, cfg ServerConfig, ln net.Listener) (*testServer, <-chan error) {
 	t.Helper()
 	srv, err := NewServer(table, cfg)
 	if err != nil {
@@ -92,7 +96,7 @@ func serveTableOn(t *testing.T, table *Table, cfg ServerConfig, ln net.Listener)
 // park sends a lock request for key and waits until it is parked.
 func (s *testServer) park(t *testing.T, key, source string) *net.TCPConn {
 	t.Helper()
-	n := s.table.parkedOn(key)
+	n := parkedOn(s.table, key)
 	c := s.send(t, AppendRequest(nil, lockReq(key, source)))
 	s.waitParked(t, key, n+1)
 	return c
@@ -164,20 +168,13 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// parked returns the number of requests parked behind key.
-func (tb *Table) parkedOn(key string) int {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	if e := tb.keys[key]; e != nil && e.queue != nil {
-		return e.queue.n
-	}
-	return 0
-}
+// parkedOn returns the number of requests parked behind key.
+func parkedOn(n *mutex.Node, key string) int { return n.Describe(key).Queue }
 
 // waitParked waits until key has n parked requests.
 func (s *testServer) waitParked(t *testing.T, key string, n int) {
 	t.Helper()
-	eventually(t, "parked waiters", func() bool { return s.table.parkedOn(key) == n })
+	eventually(t, "parked waiters", func() bool { return parkedOn(s.table, key) == n })
 }
 
 // holderSource returns the source of key's holder, or "" when free.
@@ -189,17 +186,10 @@ func (s *testServer) holderSource(key string) string {
 	return g.Source
 }
 
-func (tb *Table) String() string {
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
+// describeTable describes every key of n, for failure messages.
+func describeTable(n *mutex.Node) string {
 	s := ""
-	for k, e := range tb.keys {
-		n := 0
-		if e.queue != nil {
-			n = e.queue.n
-		}
-		s += fmt.Sprintf("%q: holder=%+v waiters=%d; ", k, e.holder, n)
-	}
+	n.Export(func(r *mutex.Record) { s += fmt.Sprintf("%+v; ", *r) })
 	return s
 }
 

@@ -1,4 +1,4 @@
-package mutex
+package oneshot
 
 import (
 	"fmt"
@@ -130,11 +130,10 @@ func TestWaiterLeavesAtUnlockRace(t *testing.T) {
 		}()
 		wg.Wait()
 		eventually(t, fmt.Sprintf("key free after the waiter left (round %d, linger0=%v)", i, i%2 == 0), func() bool {
-			defer func() { lastState = s.table.String() }()
+			defer func() { lastState = describeTable(s.table) }()
 			_, held := s.table.Holder(key)
-			return !held && s.table.parkedOn(key) == 0
+			return !held && parkedOn(s.table, key) == 0
 		})
-		_ = s.table.String
 	}
 	if n := s.table.Len(); n != 0 {
 		t.Fatalf("table has %d keys after the rounds", n)
@@ -221,8 +220,8 @@ func TestResetBySource(t *testing.T) {
 		t.Fatalf("other holder = %q, want y untouched", got)
 	}
 	snap := s.table.Snapshot()
-	if snap.Parked != 0 || snap.Withdrawn != 1 {
-		t.Fatalf("parked=%d withdrawn=%d, want 0 and 1", snap.Parked, snap.Withdrawn)
+	if snap.Parked != 0 || snap.Counters.Withdrawn != 1 {
+		t.Fatalf("parked=%d withdrawn=%d, want 0 and 1", snap.Parked, snap.Counters.Withdrawn)
 	}
 }
 
@@ -233,7 +232,7 @@ func TestParkedRequestHasNoTimeout(t *testing.T) {
 	s.do(t, lockReq("k", "holder"))
 	c := s.park(t, "k", "patient")
 	time.Sleep(25 * header) // elapsed time under test, not synchronisation
-	if s.table.parkedOn("k") != 1 {
+	if parkedOn(s.table, "k") != 1 {
 		t.Fatal("parked request was dropped")
 	}
 	s.do(t, Request{Action: ActionUnlock, Key: "k"})
@@ -333,7 +332,7 @@ func TestGrantNotReadIsPassedOn(t *testing.T) {
 }
 
 func TestCloseCutsParkedConnections(t *testing.T) {
-	s, done := serveTable(t, NewTable(Config{}), ServerConfig{Logger: testLogger(t)})
+	s, done := serveTable(t, newNode(), ServerConfig{Logger: testLogger(t)})
 	srv := s.srv
 	s.do(t, lockReq("k", "holder"))
 	c := s.park(t, "k", "w")

@@ -1,4 +1,4 @@
-package mutex
+package oneshot
 
 import (
 	"bufio"
@@ -21,7 +21,7 @@ func TestParkedConnectionKeepAlive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, done := serveTableOn(t, NewTable(Config{}), ServerConfig{Logger: testLogger(t)}, ln)
+	s, done := serveTableOn(t, newNode(), ServerConfig{Logger: testLogger(t)}, ln)
 	t.Cleanup(func() {
 		s.srv.Close()
 		<-done

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package mutex
+package oneshot
 
 import (
 	"errors"

@@ -1,6 +1,6 @@
 //go:build unix
 
-package mutex
+package oneshot
 
 import (
 	"io"

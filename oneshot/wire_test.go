@@ -1,14 +1,15 @@
-package mutex
+package oneshot
 
 import (
 	"bytes"
 	"errors"
+	"github.com/locking-center/locking-center/mutex"
 	"strings"
 	"testing"
 )
 
 func TestDecodeRequest(t *testing.T) {
-	long := strings.Repeat("k", MaxKeyLen)
+	long := strings.Repeat("k", mutex.MaxKeyLen)
 	for _, tc := range []struct {
 		name string
 		in   []byte
@@ -50,9 +51,9 @@ func TestValidate(t *testing.T) {
 		err error
 	}{
 		{Request{ActionLock, "k", ""}, nil},
-		{Request{ActionLock, "", ""}, ErrKeyEmpty},
-		{Request{ActionUnlock, strings.Repeat("x", 128), ""}, ErrKeyTooLong},
-		{Request{ActionTryLock, "k", strings.Repeat("s", 128)}, ErrSourceTooLong},
+		{Request{ActionLock, "", ""}, mutex.ErrKeyEmpty},
+		{Request{ActionUnlock, strings.Repeat("x", 128), ""}, mutex.ErrKeyTooLong},
+		{Request{ActionTryLock, "k", strings.Repeat("s", 128)}, mutex.ErrSourceTooLong},
 		{Request{ActionResetSource, "", ""}, nil},
 		{Request{Action: 9}, ErrMalformed},
 	} {

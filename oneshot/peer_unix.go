@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package mutex
+package oneshot
 
 import (
 	"net"

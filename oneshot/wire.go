@@ -1,6 +1,10 @@
-package mutex
+package oneshot
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/locking-center/locking-center/mutex"
+)
 
 // Action is the first byte of a mutex-port request.
 type Action byte
@@ -21,19 +25,21 @@ const (
 	AnswerBusy   byte = '#' // a try-lock found the key held
 )
 
-// MaxKeyLen and MaxSourceLen bound the strings of a request, in bytes.
 const (
-	MaxKeyLen    = maxStringLen
-	MaxSourceLen = maxStringLen
-)
-
-const (
-	maxStringLen  = 127
+	maxStringLen  = mutex.MaxKeyLen
 	maxRequestLen = 1 + 1 + maxStringLen + 1 + maxStringLen
 )
 
-// errIncomplete reports that a request is valid so far but needs more bytes.
-var errIncomplete = errors.New("mutex: incomplete request")
+// Errors of the v1 protocol.
+var (
+	// ErrMalformed: a request the wire format does not allow.
+	ErrMalformed = errors.New("oneshot: malformed request")
+	// ErrClosed: Serve after Close.
+	ErrClosed = errors.New("oneshot: closed")
+	// errIncomplete reports that a request is valid so far but needs more
+	// bytes.
+	errIncomplete = errors.New("oneshot: incomplete request")
+)
 
 // String returns the action's name, for logs.
 func (a Action) String() string {
@@ -138,33 +144,21 @@ func appendString(b []byte, s string) []byte {
 }
 
 // Validate reports whether r can be encoded: a known action, a key of
-// 1..MaxKeyLen bytes where the action has one, a source of at most
-// MaxSourceLen bytes. Errors: ErrMalformed, ErrKeyEmpty, ErrKeyTooLong,
-// ErrSourceTooLong.
+// 1..mutex.MaxKeyLen bytes where the action has one, a source of at most
+// mutex.MaxSourceLen bytes. Errors: ErrMalformed, mutex.ErrKeyEmpty,
+// mutex.ErrKeyTooLong, mutex.ErrSourceTooLong.
 func (r Request) Validate() error {
 	switch r.Action {
 	case ActionLock, ActionTryLock, ActionUnlock, ActionResetKey:
-		if err := ValidateKey(r.Key); err != nil {
+		if err := mutex.ValidateKey(r.Key); err != nil {
 			return err
 		}
 	case ActionResetSource:
 	default:
 		return ErrMalformed
 	}
-	if len(r.Source) > MaxSourceLen {
-		return ErrSourceTooLong
-	}
-	return nil
-}
-
-// ValidateKey reports ErrKeyEmpty or ErrKeyTooLong for a key that the wire
-// cannot carry, nil otherwise.
-func ValidateKey(key string) error {
-	switch {
-	case key == "":
-		return ErrKeyEmpty
-	case len(key) > MaxKeyLen:
-		return ErrKeyTooLong
+	if len(r.Source) > mutex.MaxSourceLen {
+		return mutex.ErrSourceTooLong
 	}
 	return nil
 }

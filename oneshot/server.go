@@ -1,4 +1,4 @@
-package mutex
+package oneshot
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/locking-center/locking-center/internal/serve"
+	"github.com/locking-center/locking-center/mutex"
 )
 
 // Defaults of ServerConfig.
@@ -57,37 +58,53 @@ type ServerConfig struct {
 	HeaderTimeout time.Duration
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
+	// Handoff takes the connections that begin with another protocol's
+	// first byte; nil answers them '-' as malformed.
+	Handoff *Handoff
+}
+
+// Handoff passes a connection whose first byte is First, which no v1
+// request begins with, to Serve, in a worker goroutine, with the bytes
+// already read. Serve owns the connection until it returns; the server
+// closes it then, and cuts it at Close.
+type Handoff struct {
+	First byte
+	Serve func(c net.Conn, got []byte)
 }
 
 // Validate reports a configuration that cannot work.
 func (c ServerConfig) Validate() error {
 	if c.HeaderTimeout < 0 {
-		return errors.New("mutex: header timeout must not be negative")
+		return errors.New("oneshot: header timeout must not be negative")
+	}
+	if c.Handoff != nil && (c.Handoff.First >= byte(ActionLock) && c.Handoff.First <= byte(ActionTryLock) || c.Handoff.Serve == nil) {
+		return errors.New("oneshot: a handoff needs a first byte that is not a v1 action, and a Serve")
 	}
 	return nil
 }
 
-// Server answers the mutex port from a Table.
+// Server answers protocol v1 of the mutex port from a Node.
 type Server struct {
-	table      *Table
+	node       *mutex.Node
 	timeout    time.Duration
 	log        *slog.Logger
 	srv        *serve.Server
 	deliveries *deliveries
+	handoff    *Handoff
 }
 
-// NewServer returns a server for t. It serves nothing until Serve.
-func NewServer(t *Table, cfg ServerConfig) (*Server, error) {
+// NewServer returns a server for n. It serves nothing until Serve.
+func NewServer(n *mutex.Node, cfg ServerConfig) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.HeaderTimeout == 0 {
 		cfg.HeaderTimeout = DefaultHeaderTimeout
 	}
-	s := &Server{table: t, timeout: cfg.HeaderTimeout, log: serve.Discard(cfg.Logger)}
+	s := &Server{node: n, timeout: cfg.HeaderTimeout, log: serve.Discard(cfg.Logger), handoff: cfg.Handoff}
 	s.srv = serve.NewServer(s.open, s.log)
-	s.deliveries = newDeliveries(t, cfg.HeaderTimeout, s.srv.Finish, func(g Grant) {
-		s.log.Debug("grant not received, passed on", slog.String(logRemote, g.RemoteAddr))
+	s.deliveries = newDeliveries(n, cfg.HeaderTimeout, s.srv.Finish, func(g grant) {
+		s.log.Debug("grant not received, passed on", slog.String(logRemote, g.remote))
 	})
 	return s, nil
 }
@@ -126,6 +143,13 @@ func (s *Server) open(c net.Conn) (work func() bool, keep bool) {
 	if err != nil {
 		return nil, false // gone already
 	}
+	if h := s.handoff; h != nil && n > 0 && buf[0] == h.First {
+		got := append([]byte(nil), buf[:n]...)
+		return func() bool {
+			h.Serve(c, got)
+			return false
+		}, false
+	}
 	req, used, derr := DecodeRequest(buf[:n])
 	switch {
 	case derr == nil && used == n:
@@ -136,6 +160,13 @@ func (s *Server) open(c net.Conn) (work func() bool, keep bool) {
 	}
 	got := string(buf[:n])
 	return func() bool { return s.handle(c, got) }, false
+}
+
+// grant is a v1 grant on its way to its client.
+type grant struct {
+	key    string
+	token  uint64
+	remote string
 }
 
 // handle serves, in a worker, a connection whose request had not all
@@ -164,36 +195,62 @@ func (s *Server) handle(c net.Conn, got string) bool {
 func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool, keep bool) {
 	switch req.Action {
 	case ActionLock:
-		w := &waiter{s: s, c: c}
-		tk := s.table.Enqueue(s.claim(c, req), w.wake)
-		if tk.Done() == nil {
-			return s.grant(c, tk.grant, tk.pending)
+		w := &waiter{s: s, c: c, done: make(chan struct{})}
+		cmd := s.acquire(c, req)
+		res, p := s.node.ApplyWake(cmd, w.wake)
+		switch res.Status {
+		case mutex.StatusGranted:
+			return s.grant(c, grant{key: req.Key, token: res.Token, remote: cmd.RemoteAddr}, p)
+		case mutex.StatusParked:
+			w.g = grant{key: req.Key, remote: cmd.RemoteAddr}
+			w.ticket = res.Ticket
+			return func() bool { return s.park(w, deadline) }, false
 		}
-		return func() bool { return s.park(w, tk, deadline) }, false
+		c.Write(answerFailedBytes) // a limit mismatch: the key is a semaphore of sessions
+		return nil, false
 	case ActionTryLock:
-		g, p, err := s.table.TryLock(s.claim(c, req))
-		if err != nil {
-			c.Write(answerBytes(answerFor(err)))
+		cmd := s.acquire(c, req)
+		cmd.Try = true
+		res, p := s.node.Apply(cmd)
+		switch res.Status {
+		case mutex.StatusGranted:
+			return s.grant(c, grant{key: req.Key, token: res.Token, remote: cmd.RemoteAddr}, p)
+		case mutex.StatusBusy:
+			c.Write(answerBusyBytes)
+		default:
+			c.Write(answerFailedBytes)
+		}
+		return nil, false
+	case ActionUnlock:
+		res, p := s.node.Apply(mutex.Command{Op: mutex.OpRelease, Key: req.Key})
+		if res.Status == mutex.StatusNotOwned {
+			c.Write(answerFailedBytes) // a session holds it: not v1's to release
 			return nil, false
 		}
-		return s.grant(c, g, p)
-	case ActionUnlock, ActionResetKey:
-		ended, p := s.table.Unlock(req.Key)
 		// The ended grant's client need no longer be heard from.
-		if held, ok := s.deliveries.take(ended); ok {
+		if held, ok := s.deliveries.take(res.Token); ok {
 			s.srv.Finish(held)
 		}
-		if p == nil {
-			c.Write(answerOKBytes)
-			return nil, false
-		}
-		return func() bool {
-			s.answerRelease(c, p)
-			return false
-		}, false
+		return s.answerReleaseNow(c, p)
+	case ActionResetKey:
+		_, p := s.node.Apply(mutex.Command{Op: mutex.OpResetKey, Key: req.Key})
+		return s.answerReleaseNow(c, p)
 	}
 	return func() bool { // ActionResetSource walks the whole table: not in the accept loop
-		_, _, p := s.table.ResetSource(req.Source)
+		_, p := s.node.Apply(mutex.Command{Op: mutex.OpResetSource, Source: req.Source})
+		s.answerRelease(c, p)
+		return false
+	}, false
+}
+
+// answerReleaseNow answers '+' at once when p is already durable, and
+// otherwise returns the work that waits for it.
+func (s *Server) answerReleaseNow(c net.Conn, p mutex.Pending) (work func() bool, keep bool) {
+	if p == nil {
+		c.Write(answerOKBytes)
+		return nil, false
+	}
+	return func() bool {
 		s.answerRelease(c, p)
 		return false
 	}, false
@@ -201,7 +258,7 @@ func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool
 
 // grant delivers a grant at once when it needs no journal wait, and
 // otherwise returns the work that waits for the journal and delivers it.
-func (s *Server) grant(c net.Conn, g Grant, p Pending) (work func() bool, keep bool) {
+func (s *Server) grant(c net.Conn, g grant, p mutex.Pending) (work func() bool, keep bool) {
 	if p != nil {
 		return func() bool { return s.deliver(c, g, p) }, false
 	}
@@ -210,15 +267,16 @@ func (s *Server) grant(c net.Conn, g Grant, p Pending) (work func() bool, keep b
 
 // answerRelease answers '+' once the release is durable. A release whose
 // write failed has still taken effect in memory; the journal counts it.
-func (s *Server) answerRelease(c net.Conn, p Pending) {
-	if err := waitPending(p); err != nil {
+func (s *Server) answerRelease(c net.Conn, p mutex.Pending) {
+	if err := mutex.WaitPending(p); err != nil {
 		s.log.Warn("release not durable", slog.Any(logError, err))
 	}
 	c.Write(answerOKBytes)
 }
 
-// claim builds the claim of req on c: the source defaults to the peer IP.
-func (s *Server) claim(c net.Conn, req Request) Claim {
+// acquire builds the table's command for req on c: the source defaults to
+// the peer IP. Its wait is bound to the connection.
+func (s *Server) acquire(c net.Conn, req Request) mutex.Command {
 	remote := c.RemoteAddr().String()
 	source := req.Source
 	if source == "" {
@@ -227,7 +285,7 @@ func (s *Server) claim(c net.Conn, req Request) Claim {
 			source = a.IP.String()
 		}
 	}
-	return Claim{Key: req.Key, Source: source, RemoteAddr: remote}
+	return mutex.Command{Op: mutex.OpAcquire, Key: req.Key, Source: source, RemoteAddr: remote, ConnBound: true}
 }
 
 // Who writes a parked request's '+', and how it went.
@@ -240,32 +298,45 @@ const (
 
 // waiter is a parked lock request's connection.
 type waiter struct {
-	s *Server
-	c net.Conn
+	s      *Server
+	c      net.Conn
+	g      grant // key and remote; the token comes with the grant
+	ticket uint64
+	done   chan struct{} // closed by wake
 
 	mu   sync.Mutex
-	plus int // plusUnsent, plusWritten, plusFailed or plusWaiter
+	plus int           // plusUnsent, plusWritten, plusFailed or plusWaiter
+	ev   mutex.Event   // set by wake
+	p    mutex.Pending // set by wake
+	woke bool
 }
 
-// wake runs in the goroutine that granted or withdrew the ticket, once
-// the table's lock is free. A grant that needs no journal wait gets its
+// wake runs in the goroutine that granted or withdrew the request, once
+// the node's lock is free. A grant that needs no journal wait gets its
 // '+' written right there: the next holder learns of its grant without
 // waiting for its own goroutine to be scheduled. Then the waiter's
 // goroutine is woken from its read; it ends the connection (see await)
 // once it no longer reads, so that its reads cannot take the socket
 // error that tells the deliveries a '+' went unread.
-func (w *waiter) wake(tk *Ticket) {
-	if _, p, err := w.s.table.Result(tk); err == nil && p == nil {
-		w.mu.Lock()
-		if w.plus == plusUnsent {
-			w.plus = plusFailed
-			if writeGrant(w.c) {
-				w.plus = plusWritten
-			}
+func (w *waiter) wake(ev mutex.Event, p mutex.Pending) {
+	w.mu.Lock()
+	w.ev, w.p, w.woke = ev, p, true
+	if ev.Kind == mutex.EventGranted && p == nil && w.plus == plusUnsent {
+		w.plus = plusFailed
+		if writeGrant(w.c) {
+			w.plus = plusWritten
 		}
-		w.mu.Unlock()
 	}
+	w.mu.Unlock()
+	close(w.done)
 	w.c.SetReadDeadline(aLongTimeAgo)
+}
+
+// outcome returns what wake was told, and whether it was called yet.
+func (w *waiter) outcome() (mutex.Event, mutex.Pending, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ev, w.p, w.woke
 }
 
 // answer makes the waiter's goroutine the one that answers, unless the
@@ -282,7 +353,7 @@ func (w *waiter) answer() int {
 
 // park watches a parked request's connection until the request is granted
 // or withdrawn, and answers it. It reports whether c stays open.
-func (s *Server) park(w *waiter, tk *Ticket, deadline bool) bool {
+func (s *Server) park(w *waiter, deadline bool) bool {
 	c := w.c
 	if deadline {
 		// No timeout while parked. Clearing the header deadline could undo
@@ -293,8 +364,8 @@ func (s *Server) park(w *waiter, tk *Ticket, deadline bool) bool {
 	keepAlive(c)
 	var b [1]byte
 	for {
-		g, p, err := s.table.Result(tk)
-		if errors.Is(err, ErrParked) {
+		ev, p, woke := w.outcome()
+		if !woke {
 			_, rerr := c.Read(b[:])
 			if errors.Is(rerr, os.ErrDeadlineExceeded) {
 				continue // woken: the state has changed
@@ -305,31 +376,40 @@ func (s *Server) park(w *waiter, tk *Ticket, deadline bool) bool {
 				// A read that failed took the socket's error, the one
 				// sign that the '+' was not received: the grant passes on.
 				if found == plusWritten && readFailed(rerr) {
-					g, _, _ := s.table.Result(tk)
-					s.table.ReleaseGrant(g)
-					s.log.Debug("grant not received, passed on", slog.String(logRemote, g.RemoteAddr))
+					ev, _, _ := w.outcome()
+					s.node.Revoke(w.g.key, ev.Token)
+					s.log.Debug("grant not received, passed on", slog.String(logRemote, w.g.remote))
 					return false
 				}
 				continue
 			}
-			// A grant that raced the read is passed on.
-			if granted, _ := s.table.Withdraw(tk); !granted && rerr == nil {
+			res, _ := s.node.Apply(mutex.Command{Op: mutex.OpCancel, Ticket: w.ticket})
+			if res.Status != mutex.StatusOK {
+				// Granted or withdrawn as the peer left: the wake is
+				// under way. A grant is passed on.
+				<-w.done
+				if ev, _, _ := w.outcome(); ev.Kind == mutex.EventGranted {
+					s.node.Revoke(w.g.key, ev.Token)
+				}
+			} else if rerr == nil {
 				c.Write(answerFailedBytes)
 			}
-			s.log.Debug("parked request withdrawn", slog.String(logRemote, tk.grant.RemoteAddr), slog.Any(logError, rerr))
+			s.log.Debug("parked request withdrawn", slog.String(logRemote, w.g.remote), slog.Any(logError, rerr))
 			return false
 		}
-		if err != nil {
+		if ev.Kind != mutex.EventGranted {
 			c.Write(answerFailedBytes) // withdrawn by a reset of its source
 			return false
 		}
+		g := w.g
+		g.token = ev.Token
 		switch w.answer() {
 		case plusUnsent:
 			return s.deliver(c, g, p)
 		case plusWritten:
 			return s.await(c, g)
 		}
-		s.table.ReleaseGrant(g) // plusFailed
+		s.node.Revoke(g.key, g.token) // plusFailed
 		return false
 	}
 }
@@ -338,15 +418,15 @@ func (s *Server) park(w *waiter, tk *Ticket, deadline bool) bool {
 // a journal Pending. A grant that cannot be made durable is answered '-'
 // and undone; so is one whose '+' cannot be written. It reports whether c
 // stays open (see await).
-func (s *Server) deliver(c net.Conn, g Grant, p Pending) bool {
-	if err := waitPending(p); err != nil {
-		s.table.ReleaseGrant(g)
+func (s *Server) deliver(c net.Conn, g grant, p mutex.Pending) bool {
+	if err := mutex.WaitPending(p); err != nil {
+		s.node.Revoke(g.key, g.token)
 		c.Write(answerFailedBytes)
 		s.log.Warn("grant not durable, released", slog.Any(logError, err))
 		return false
 	}
 	if !writeGrant(c) {
-		s.table.ReleaseGrant(g)
+		s.node.Revoke(g.key, g.token)
 		return false
 	}
 	return s.await(c, g)
@@ -359,7 +439,7 @@ func (s *Server) deliver(c net.Conn, g Grant, p Pending) bool {
 // before it arrived; the grant is then undone and the key passes on,
 // instead of staying with a client that believes it failed. It reports
 // whether c stays open.
-func (s *Server) await(c net.Conn, g Grant) bool {
+func (s *Server) await(c net.Conn, g grant) bool {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return false
