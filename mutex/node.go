@@ -222,10 +222,12 @@ func (n *Node) ApplySession(c Command) (res Result, p Pending, delivered bool) {
 	c.At = now
 	ns := now.UnixNano()
 	n.expireDue(ns, &d)
+	// The session's Live is taken before: a close ends it.
+	l := n.lives[c.Session]
 	res, p = n.applyLocked(&c, &d)
-	// The result goes first: events of the same command (a grant after
-	// a wait that the acquire itself caused) already went.
-	if l := n.lives[c.Session]; l != nil {
+	// The events of the command went first (a close's withdrawals); then
+	// its result.
+	if l != nil {
 		n.deliver(l, Output{Command: c, Result: res, Pending: p}, &d)
 		delivered = true
 	}
@@ -382,14 +384,13 @@ func (n *Node) Resume(id uint64, secretHash [SecretHashLen]byte, remote string,
 	return l
 }
 
-// Detach records that route's connection is gone: what concerns the
-// session is kept for its resume from now on. It does nothing when
-// another route has been attached since.
-func (n *Node) Detach(id uint64, route Route) {
+// SetRemote records the address of session id's connection, for
+// listings; empty while none is attached.
+func (n *Node) SetRemote(id uint64, remote string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if l := n.lives[id]; l != nil && l.route == route {
-		l.route, l.remote = nil, ""
+	if l := n.lives[id]; l != nil {
+		l.remote = remote
 	}
 }
 
@@ -435,6 +436,12 @@ func (n *Node) arm(now int64) {
 		n.timer.Reset(wait)
 	}
 }
+
+// Advance does at once what the node's timer does when it fires: it
+// expires the sessions whose TTL has passed at the node's clock and
+// applies a tick when a deadline is due. A test whose clock it moves by
+// hand calls it after each move.
+func (n *Node) Advance() { n.fire() }
 
 // fire is the timer: it expires sessions and applies a tick when one is
 // due, then sets the timer again.

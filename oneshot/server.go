@@ -174,6 +174,23 @@ type grant struct {
 // c stays open.
 func (s *Server) handle(c net.Conn, got string) bool {
 	c.SetReadDeadline(time.Now().Add(s.timeout))
+	if got == "" && s.handoff != nil {
+		// Nothing had arrived at accept time (a listener without
+		// TCP_DEFER_ACCEPT): the first byte says which protocol.
+		var buf [maxRequestLen + 1]byte
+		n, err := c.Read(buf[:])
+		if n == 0 {
+			return false
+		}
+		if buf[0] == s.handoff.First {
+			s.handoff.Serve(c, buf[:n])
+			return false
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return false
+		}
+		got = string(buf[:n])
+	}
 	req, err := readRequest(c, got)
 	if err != nil {
 		if errors.Is(err, ErrMalformed) {
@@ -484,9 +501,13 @@ func writeGrant(c net.Conn) bool {
 func readRequest(c net.Conn, got string) (Request, error) {
 	var buf [maxRequestLen + 1]byte
 	n := copy(buf[:], got)
-	for {
-		m, err := c.Read(buf[n:])
-		n += m
+	for first := true; ; first = false {
+		var err error
+		if !first || n == 0 {
+			var m int
+			m, err = c.Read(buf[n:])
+			n += m
+		}
 		req, used, derr := DecodeRequest(buf[:n])
 		switch {
 		case derr == nil && used == n:

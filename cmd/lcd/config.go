@@ -17,6 +17,10 @@ const (
 	defaultBindAddress     = ":22119"
 	defaultHeaderTimeout   = 10 * time.Second
 	defaultShutdownTimeout = 30 * time.Second
+	defaultSessionTTL      = 10 * time.Second
+	defaultSessionTTLMin   = time.Second
+	defaultSessionTTLMax   = 5 * time.Minute
+	maxLockDelay           = 60 * time.Second
 )
 
 // Config is lcd's whole configuration after flags and environment.
@@ -29,6 +33,10 @@ type Config struct {
 	ShutdownTimeout time.Duration // metrics drain at shutdown; default 30 s
 	LogLevel        slog.Level    // debug, info, warn or error; default info
 	LogFormat       string        // "text" or "json"; default text
+	SessionTTL      time.Duration // session TTL when a client asks for none; default 10 s
+	SessionTTLMin   time.Duration // shortest session TTL granted; default 1 s
+	SessionTTLMax   time.Duration // longest session TTL granted; default 5 min
+	LockDelay       time.Duration // lock-delay of a session's acquire that names none; default 0, at most 60 s
 }
 
 // setting is one flag with its environment variable.
@@ -42,6 +50,7 @@ type options struct {
 	bindAddr, manager, metrics, dataPath string
 	headerTimeout, shutdown, logLevel    string
 	logFormat                            string
+	sessionTTL, ttlMin, ttlMax, delay    string
 }
 
 func (o *options) settings() []setting {
@@ -54,6 +63,10 @@ func (o *options) settings() []setting {
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", defaultShutdownTimeout.String(), "how long the metrics endpoint drains at shutdown", &o.shutdown},
 		{"log-level", "LOG_LEVEL", "info", "debug, info, warn or error", &o.logLevel},
 		{"log-format", "LOG_FORMAT", "text", "text or json", &o.logFormat},
+		{"session-ttl", "SESSION_TTL", defaultSessionTTL.String(), "session TTL when a client asks for none", &o.sessionTTL},
+		{"session-ttl-min", "SESSION_TTL_MIN", defaultSessionTTLMin.String(), "shortest session TTL granted", &o.ttlMin},
+		{"session-ttl-max", "SESSION_TTL_MAX", defaultSessionTTLMax.String(), "longest session TTL granted", &o.ttlMax},
+		{"lock-delay", "LOCK_DELAY", "0s", "lock-delay of a session's lock lost by expiry, when its acquire names none (at most 60s)", &o.delay},
 	}
 }
 
@@ -87,6 +100,25 @@ func (o *options) config(fs *pflag.FlagSet, environ []string) (Config, error) {
 	}
 	if cfg.ShutdownTimeout, err = positiveDuration("shutdown-timeout", o.shutdown); err != nil {
 		return Config{}, err
+	}
+	if cfg.SessionTTL, err = positiveDuration("session-ttl", o.sessionTTL); err != nil {
+		return Config{}, err
+	}
+	if cfg.SessionTTLMin, err = positiveDuration("session-ttl-min", o.ttlMin); err != nil {
+		return Config{}, err
+	}
+	if cfg.SessionTTLMax, err = positiveDuration("session-ttl-max", o.ttlMax); err != nil {
+		return Config{}, err
+	}
+	if cfg.SessionTTL < cfg.SessionTTLMin || cfg.SessionTTL > cfg.SessionTTLMax {
+		return Config{}, fmt.Errorf("session-ttl %v: must lie between session-ttl-min %v and session-ttl-max %v",
+			cfg.SessionTTL, cfg.SessionTTLMin, cfg.SessionTTLMax)
+	}
+	if cfg.LockDelay, err = time.ParseDuration(o.delay); err != nil {
+		return Config{}, fmt.Errorf("lock-delay %q: %w", o.delay, err)
+	}
+	if cfg.LockDelay < 0 || cfg.LockDelay > maxLockDelay {
+		return Config{}, fmt.Errorf("lock-delay %v: must lie between 0s and %v", cfg.LockDelay, maxLockDelay)
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return Config{}, fmt.Errorf("log-level %q: want debug, info, warn or error", o.logLevel)

@@ -29,9 +29,31 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{BindAddress: ":22119", ManagerAddress: ":22120", MetricsAddress: ":22121",
-		HeaderTimeout: 10 * time.Second, ShutdownTimeout: 30 * time.Second, LogFormat: "text"}
+		HeaderTimeout: 10 * time.Second, ShutdownTimeout: 30 * time.Second, LogFormat: "text",
+		SessionTTL: 10 * time.Second, SessionTTLMin: time.Second, SessionTTLMax: 5 * time.Minute}
 	if cfg != want {
 		t.Fatalf("defaults = %+v\nwant %+v", cfg, want)
+	}
+}
+
+func TestConfigSessions(t *testing.T) {
+	cfg, err := resolve(t, []string{"--session-ttl=30s", "--lock-delay=15s"}, []string{"SESSION_TTL_MAX=1m", "SESSION_TTL_MIN=2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SessionTTL != 30*time.Second || cfg.SessionTTLMin != 2*time.Second || cfg.SessionTTLMax != time.Minute ||
+		cfg.LockDelay != 15*time.Second {
+		t.Fatalf("session settings %+v", cfg)
+	}
+	for _, bad := range [][]string{
+		{"--session-ttl=10m"},                      // above the default maximum
+		{"--session-ttl-min=20s"},                  // the default TTL below it
+		{"--lock-delay=61s"}, {"--lock-delay=-1s"}, // out of range
+		{"--session-ttl=0s"}, {"--lock-delay=soon"},
+	} {
+		if _, err := resolve(t, bad, nil); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }
 

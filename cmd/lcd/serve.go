@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/locking-center/locking-center/metrics"
 	"github.com/locking-center/locking-center/mutex"
 	"github.com/locking-center/locking-center/oneshot"
+	"github.com/locking-center/locking-center/session"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
@@ -38,7 +40,17 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := metrics.Register(reg, node); err != nil {
 		return &exitError{code: exitRuntime, err: fmt.Errorf("register metrics: %w", err)}
 	}
-	mutexSrv, err := oneshot.NewServer(node, oneshot.ServerConfig{HeaderTimeout: cfg.HeaderTimeout, Logger: log})
+	sessionSrv, err := session.NewServer(node, session.Config{
+		TTL: cfg.SessionTTL, MinTTL: cfg.SessionTTLMin, MaxTTL: cfg.SessionTTLMax, LockDelay: cfg.LockDelay,
+		HeaderTimeout: cfg.HeaderTimeout, ServerID: serverID(), Logger: log,
+	})
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	mutexSrv, err := oneshot.NewServer(node, oneshot.ServerConfig{
+		HeaderTimeout: cfg.HeaderTimeout, Logger: log,
+		Handoff: &oneshot.Handoff{First: session.Preface[0], Serve: sessionSrv.Serve},
+	})
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
@@ -80,6 +92,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		<-gctx.Done()
 		log.Info("shutting down: mutex and management ports closed, metrics draining",
 			slog.Duration("timeout", cfg.ShutdownTimeout))
+		sessionSrv.Close()
 		mutexSrv.Close()
 		managerSrv.Close()
 		drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
@@ -100,6 +113,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 // metricsIdleTimeout closes a keep-alive connection to the metrics endpoint
 // that has carried no request for this long.
 const metricsIdleTimeout = time.Minute
+
+// serverID is the identity the session protocol's WELCOME names: the
+// version, the host and the process.
+func serverID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("lcd %s %s pid=%d", version, host, os.Getpid())
+}
 
 // ignore returns err unless it is target.
 func ignore(err, target error) error {

@@ -1,0 +1,279 @@
+package session
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/locking-center/locking-center/mutex"
+	"github.com/locking-center/locking-center/oneshot"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(childEnv); args != "" {
+		runChild(args)
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// clock is a node clock a test moves by hand.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// env is a node served on 127.0.0.1 through the mutex port: v1 and the
+// session protocol on one listener.
+type env struct {
+	node    *mutex.Node
+	addr    string
+	session *Server
+	clock   *clock // nil: the node's own clock
+}
+
+type envOptions struct {
+	cfg     Config
+	clock   *clock
+	journal mutex.Journal
+}
+
+func start(t *testing.T, o envOptions) *env {
+	t.Helper()
+	var now func() time.Time
+	if o.clock != nil {
+		now = o.clock.Now
+	}
+	node := mutex.NewNode(mutex.NodeConfig{Clock: now, Journal: o.journal})
+	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	o.cfg.Logger = log
+	ss, err := NewServer(node, o.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, err := oneshot.NewServer(node, oneshot.ServerConfig{Logger: log,
+		Handoff: &oneshot.Handoff{First: Preface[0], Serve: ss.Serve}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- v1.Serve(context.Background(), ln) }()
+	t.Cleanup(func() {
+		ss.Close()
+		v1.Close()
+		<-done
+		node.Close()
+	})
+	return &env{node: node, addr: ln.Addr().String(), session: ss, clock: o.clock}
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// client is a raw client of the session protocol.
+type client struct {
+	t   *testing.T
+	c   net.Conn
+	r   *reader
+	id  uint64
+	sid uint64
+	sec []byte
+}
+
+// dial connects and sends the preface.
+func (e *env) dial(t *testing.T) *client {
+	t.Helper()
+	c, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write([]byte(Preface)); err != nil {
+		t.Fatal(err)
+	}
+	return &client{t: t, c: c, r: &reader{c: c}}
+}
+
+// hello opens a session named name and returns the client.
+func (e *env) hello(t *testing.T, name string, fields ...func(*frameBuilder)) *client {
+	t.Helper()
+	c := e.dial(t)
+	c.send(TypeHello, append([]func(*frameBuilder){func(fb *frameBuilder) { fb.str(TagName, name) }}, fields...)...)
+	w := c.expect(TypeWelcome)
+	c.sid, _ = w.Uint(TagSession)
+	sec, _ := w.Get(TagSecret)
+	c.sec = append([]byte(nil), sec...)
+	return c
+}
+
+// send writes one frame with the next request id and returns that id.
+func (c *client) send(t Type, fields ...func(*frameBuilder)) uint64 {
+	c.t.Helper()
+	c.id++
+	c.write(frameOf(t, c.id, fields...))
+	return c.id
+}
+
+func frameOf(t Type, id uint64, fields ...func(*frameBuilder)) []byte {
+	fb := begin(nil, t, id)
+	for _, f := range fields {
+		f(&fb)
+	}
+	return fb.end()
+}
+
+func (c *client) write(b []byte) {
+	c.t.Helper()
+	if _, err := c.c.Write(b); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+// read returns the next frame from the server, failing after 30 s.
+func (c *client) read() Frame {
+	c.t.Helper()
+	c.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var f Frame
+	if err := c.r.next(&f); err != nil {
+		c.t.Fatalf("read a frame: %v", err)
+	}
+	// The fields alias the buffer: copy them out.
+	out := Frame{Type: f.Type, ID: f.ID}
+	for _, fl := range f.Fields {
+		out.Fields = append(out.Fields, Field{Tag: fl.Tag, Value: append([]byte(nil), fl.Value...)})
+	}
+	return out
+}
+
+// expect reads the next frame and fails unless it is of type t.
+func (c *client) expect(t Type) Frame {
+	c.t.Helper()
+	f := c.read()
+	if f.Type != t {
+		code, _ := f.Uint(TagCode)
+		msg, _ := f.Get(TagMessage)
+		c.t.Fatalf("got frame %#02x (id %d, code %v %q), want %#02x", uint8(f.Type), f.ID, Code(code), msg, uint8(t))
+	}
+	return f
+}
+
+// expectRefused reads a REFUSED of id with code.
+func (c *client) expectRefused(id uint64, code Code) {
+	c.t.Helper()
+	f := c.expect(TypeRefused)
+	got, _ := f.Uint(TagCode)
+	if f.ID != id || Code(got) != code {
+		msg, _ := f.Get(TagMessage)
+		c.t.Fatalf("REFUSED id %d code %v (%q), want id %d code %v", f.ID, Code(got), msg, id, code)
+	}
+}
+
+// closed reports whether the server has closed the connection.
+func (c *client) closed() bool {
+	c.t.Helper()
+	c.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var b [1]byte
+	_, err := io.ReadFull(c.c, b[:])
+	return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// acquire sends an ACQUIRE of key with the extra fields.
+func (c *client) acquire(key string, fields ...func(*frameBuilder)) uint64 {
+	c.t.Helper()
+	return c.send(TypeAcquire, append([]func(*frameBuilder){func(fb *frameBuilder) { fb.str(TagKey, key) }}, fields...)...)
+}
+
+// granted reads a GRANTED of id and returns its token.
+func (c *client) granted(id uint64) uint64 {
+	c.t.Helper()
+	f := c.expect(TypeGranted)
+	tok, _ := f.Uint(TagToken)
+	if f.ID != id || tok == 0 {
+		c.t.Fatalf("GRANTED id %d token %d, want id %d", f.ID, tok, id)
+	}
+	return tok
+}
+
+// release sends a RELEASE of key's lock token and reads its OK.
+func (c *client) release(key string, token uint64) {
+	c.t.Helper()
+	id := c.send(TypeRelease, func(fb *frameBuilder) { fb.str(TagKey, key) }, func(fb *frameBuilder) { fb.u64(TagToken, token) })
+	if f := c.expect(TypeOK); f.ID != id {
+		c.t.Fatalf("OK of id %d, want %d", f.ID, id)
+	}
+}
+
+func wait(ms uint32) func(*frameBuilder)  { return func(fb *frameBuilder) { fb.u32(TagWait, ms) } }
+func lease(ms uint32) func(*frameBuilder) { return func(fb *frameBuilder) { fb.u32(TagLease, ms) } }
+func delay(ms uint32) func(*frameBuilder) { return func(fb *frameBuilder) { fb.u32(TagDelay, ms) } }
+func ttl(ms uint32) func(*frameBuilder)   { return func(fb *frameBuilder) { fb.u32(TagTTL, ms) } }
+
+// v1 sends a v1 request and returns its connection.
+func (e *env) v1(t *testing.T, action oneshot.Action, key, source string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write(oneshot.AppendRequest(nil, oneshot.Request{Action: action, Key: key, Source: source})); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// v1Answer reads a v1 answer.
+func v1Answer(t *testing.T, c net.Conn) byte {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var b [1]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		t.Fatalf("v1 answer: %v", err)
+	}
+	return b[0]
+}
+
+// eventually polls cond until it holds, failing after 30 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func parked(n *mutex.Node, key string) int { return n.Describe(key).Queue }
+
+// be64 encodes a u64 for a raw field.
+func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }

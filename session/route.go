@@ -1,0 +1,262 @@
+package session
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/locking-center/locking-center/mutex"
+)
+
+// item is one frame owed to a session's client: an output of the node
+// (a command's result or an event), or a frame already encoded.
+type item struct {
+	out     mutex.Output
+	raw     []byte
+	pending mutex.Pending // raw: written once durable
+}
+
+func (it *item) durable() mutex.Pending {
+	if it.raw != nil {
+		return it.pending
+	}
+	return it.out.Pending
+}
+
+// sess is one session as the server keeps it: the mutex.Route the node
+// delivers to, and the frames owed to the client, in order. It outlives
+// its connections: while none is attached, frames wait for the resume.
+type sess struct {
+	srv  *Server
+	id   uint64
+	name string
+	live *mutex.Live
+
+	mu      sync.Mutex
+	conn    *conn  // attached connection, nil while none is
+	items   []item // owed, in order
+	batch   bool   // the reader is handling a batch of frames: it flushes at its end
+	waiting bool   // a goroutine waits for a Pending of the first item
+	closing bool   // close the connection once everything is written
+}
+
+// Deliver queues o. It is called with the node's lock held.
+func (s *sess) Deliver(o mutex.Output) { s.queue(item{out: o}) }
+
+// queue adds it to what is owed.
+func (s *sess) queue(it item) {
+	s.mu.Lock()
+	s.items = append(s.items, it)
+	s.mu.Unlock()
+}
+
+// beginBatch holds writes back while the reader handles the frames of one
+// read, so that their answers leave in one write.
+func (s *sess) beginBatch() {
+	s.mu.Lock()
+	s.batch = true
+	s.mu.Unlock()
+}
+
+// endBatch ends the batch and writes what it owes.
+func (s *sess) endBatch() {
+	s.mu.Lock()
+	s.batch = false
+	s.mu.Unlock()
+	s.Flush()
+}
+
+// closeAfterFlush closes the connection once what is owed is written.
+func (s *sess) closeAfterFlush() {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.Flush()
+}
+
+// Flush writes what is owed, in order, to the attached connection: every
+// item whose change is durable. The first that is not yet durable, and
+// all after it, wait; a goroutine waits for it and flushes again. A grant
+// that could not be made durable is answered not_durable instead and
+// revoked. Flush never blocks: the connection takes what it can at once
+// and a goroutine writes the rest.
+func (s *sess) Flush() {
+	var revoke []mutex.Command
+	s.mu.Lock()
+	if s.batch || s.waiting || s.conn == nil {
+		s.mu.Unlock()
+		return
+	}
+	c := s.conn
+	var buf []byte
+	ready := 0
+	for ready < len(s.items) && mutex.Ready(s.items[ready].durable()) {
+		ready++
+	}
+	end := false
+	for i := range s.items[:ready] {
+		var r *mutex.Command
+		buf, r, end = s.encode(buf, &s.items[i])
+		if r != nil {
+			revoke = append(revoke, *r)
+		}
+		s.items[i] = item{}
+		if end {
+			ready = len(s.items)
+			break
+		}
+	}
+	n := copy(s.items, s.items[ready:])
+	clear(s.items[n:])
+	s.items = s.items[:n]
+	if len(s.items) > 0 && !end {
+		s.waiting = true
+		p := s.items[0].durable()
+		if !s.srv.group.Go(func() {
+			p.Wait()
+			s.mu.Lock()
+			s.waiting = false
+			s.mu.Unlock()
+			s.Flush()
+		}) {
+			s.waiting = false
+		}
+	}
+	closing := s.closing && len(s.items) == 0 || end
+	s.mu.Unlock()
+	c.send(buf)
+	if closing {
+		c.close()
+	}
+	for i := range revoke {
+		s.srv.node.Apply(revoke[i])
+	}
+}
+
+// encode appends the frame of it to b. It returns a revoke to apply for a
+// grant that could not be made durable, and whether the frame ends the
+// connection.
+func (s *sess) encode(b []byte, it *item) ([]byte, *mutex.Command, bool) {
+	if it.raw != nil {
+		return append(b, it.raw...), nil, false
+	}
+	o := &it.out
+	failed := o.Pending != nil && o.Pending.Wait() != nil
+	if o.IsEvent {
+		return s.encodeEvent(b, &o.Event, failed)
+	}
+	c, r := &o.Command, &o.Result
+	id := c.Request
+	switch c.Op {
+	case mutex.OpAcquire:
+		switch r.Status {
+		case mutex.StatusGranted:
+			if failed {
+				return refused(b, id, CodeNotDurable, "the grant could not be written to the log"),
+					&mutex.Command{Op: mutex.OpRevoke, Key: c.Key, Token: r.Token}, false
+			}
+			return granted(b, id, c.Key, r.Token, r.Count, r.Left), nil, false
+		case mutex.StatusParked:
+			return b, nil, false
+		case mutex.StatusLimitMismatch:
+			return refused(b, id, CodeLimitMismatch, fmt.Sprintf("the key is a semaphore of limit %d", r.Limit)), nil, false
+		}
+	case mutex.OpRelease, mutex.OpCancel, mutex.OpCloseSession:
+		if r.Status == mutex.StatusOK || r.Status == mutex.StatusNotParked {
+			return okFrame(b, id), nil, false
+		}
+	case mutex.OpRenew:
+		if r.Status == mutex.StatusOK {
+			fb := begin(b, TypeOK, id)
+			if r.Left > 0 {
+				fb.u32(TagLeft, millis(int64(r.Left)))
+			}
+			return fb.end(), nil, false
+		}
+	}
+	code, msg := statusCode(r.Status)
+	return refused(b, id, code, msg), nil, false
+}
+
+// encodeEvent appends the frame of ev; failed tells that the command that
+// made it could not be made durable.
+func (s *sess) encodeEvent(b []byte, ev *mutex.Event, failed bool) ([]byte, *mutex.Command, bool) {
+	switch ev.Kind {
+	case mutex.EventGranted:
+		if failed {
+			return refused(b, ev.Request, CodeNotDurable, "the grant could not be written to the log"),
+				&mutex.Command{Op: mutex.OpRevoke, Key: ev.Key, Token: ev.Token}, false
+		}
+		return granted(b, ev.Request, ev.Key, ev.Token, 1, ev.Lease), nil, false
+	case mutex.EventWithdrawn:
+		code, msg := reasonCode(ev.Reason)
+		return refused(b, ev.Request, code, msg), nil, false
+	case mutex.EventLost:
+		code, _ := reasonCode(ev.Reason)
+		fb := begin(b, TypeLost, ev.Request)
+		fb.str(TagKey, ev.Key)
+		fb.u64(TagToken, ev.Token)
+		fb.u8(TagCode, uint8(code))
+		return fb.end(), nil, false
+	case mutex.EventSessionEnded:
+		if ev.Reason == mutex.ReasonSessionExpired {
+			return append(b, goodbye(CodeSessionExpired, "the session's TTL passed without a frame")...), nil, true
+		}
+	}
+	return b, nil, false
+}
+
+// granted appends a GRANTED frame.
+func granted(b []byte, id uint64, key string, token uint64, count uint32, lease time.Duration) []byte {
+	fb := begin(b, TypeGranted, id)
+	fb.str(TagKey, key)
+	fb.u64(TagToken, token)
+	fb.u32(TagCount, max(count, 1))
+	if lease > 0 {
+		fb.u32(TagLeft, millis(int64(lease)))
+	}
+	return fb.end()
+}
+
+// statusCode maps a refusal of the table to its code and message.
+func statusCode(st mutex.Status) (Code, string) {
+	switch st {
+	case mutex.StatusBusy:
+		return CodeBusy, "the key is held"
+	case mutex.StatusStale:
+		return CodeStaleToken, "no lock of this session with that token holds the key"
+	case mutex.StatusDuplicate:
+		return CodeDuplicate, "the request id is not above the highest applied for the session"
+	case mutex.StatusNoSession:
+		return CodeSessionEnded, "the session has ended"
+	case mutex.StatusDeadlock:
+		return CodeDeadlock, "waiting would close a cycle of waits"
+	case mutex.StatusUpgrade:
+		return CodeUpgrade, "a shared holder cannot take the key exclusively"
+	case mutex.StatusLimitMismatch:
+		return CodeLimitMismatch, "the limit is not the key's"
+	}
+	return CodeBadRequest, "the request is out of range: " + st.String()
+}
+
+// reasonCode maps why a request was withdrawn or a lock lost to its code
+// and message.
+func reasonCode(r mutex.Reason) (Code, string) {
+	switch r {
+	case mutex.ReasonTimeout:
+		return CodeTimeout, "the wait ran out"
+	case mutex.ReasonCancelled:
+		return CodeCancelled, "cancelled"
+	case mutex.ReasonReset:
+		return CodeReset, "taken by a reset"
+	case mutex.ReasonSessionExpired:
+		return CodeSessionExpired, "the session expired"
+	case mutex.ReasonLeaseExpired:
+		return CodeLeaseExpired, "the lock's lease ran out"
+	case mutex.ReasonRevoked:
+		return CodeNotDurable, "the grant was revoked"
+	}
+	return CodeSessionEnded, "the session ended"
+}
+
+var _ mutex.Route = (*sess)(nil)

@@ -1,0 +1,716 @@
+package session
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/locking-center/locking-center/internal/serve"
+	"github.com/locking-center/locking-center/mutex"
+)
+
+// Defaults of Config.
+const (
+	DefaultTTL           = 10 * time.Second
+	DefaultMinTTL        = time.Second
+	DefaultMaxTTL        = 5 * time.Minute
+	DefaultHeaderTimeout = 10 * time.Second
+)
+
+// Log attribute keys.
+const (
+	logRemote  = "remote"
+	logSession = "session"
+	logError   = "error"
+)
+
+// Config configures a Server.
+type Config struct {
+	// TTL is the session TTL when HELLO asks for none; MinTTL and MaxTTL
+	// clamp what it asks for. Zero means DefaultTTL (10 s), DefaultMinTTL
+	// (1 s) and DefaultMaxTTL (5 min).
+	TTL, MinTTL, MaxTTL time.Duration
+	// LockDelay is the lock-delay of an acquire that names none; at most
+	// mutex.MaxLockDelay. Zero: none.
+	LockDelay time.Duration
+	// HeaderTimeout bounds the arrival of the preface and the first frame,
+	// and the time a client that does not read may hold up our writes.
+	// Zero means DefaultHeaderTimeout (10 s).
+	HeaderTimeout time.Duration
+	// ServerID is the identity WELCOME names.
+	ServerID string
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.MinTTL <= 0 || c.MaxTTL < c.MinTTL:
+		return fmt.Errorf("session: TTL range %v to %v is empty", c.MinTTL, c.MaxTTL)
+	case c.TTL < c.MinTTL || c.TTL > c.MaxTTL:
+		return fmt.Errorf("session: default TTL %v is outside %v to %v", c.TTL, c.MinTTL, c.MaxTTL)
+	case c.LockDelay < 0 || c.LockDelay > mutex.MaxLockDelay:
+		return fmt.Errorf("session: lock-delay %v is outside 0 to %v", c.LockDelay, mutex.MaxLockDelay)
+	case c.HeaderTimeout < 0:
+		return errors.New("session: header timeout must not be negative")
+	case len(c.ServerID) > maxSize[TagServer]:
+		return errors.New("session: server id over 255 bytes")
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.MinTTL == 0 {
+		c.MinTTL = min(DefaultMinTTL, c.TTL)
+	}
+	if c.MaxTTL == 0 {
+		c.MaxTTL = max(DefaultMaxTTL, c.TTL)
+	}
+	if c.HeaderTimeout == 0 {
+		c.HeaderTimeout = DefaultHeaderTimeout
+	}
+	return c
+}
+
+// Server serves the session protocol on connections handed to it by the
+// mutex port's server (see oneshot.Handoff), over one mutex.Node.
+type Server struct {
+	node  *mutex.Node
+	cfg   Config
+	log   *slog.Logger
+	group serve.Group
+
+	mu     sync.Mutex
+	conns  map[*conn]struct{}
+	closed bool
+}
+
+// NewServer returns a server over n. Errors: those of cfg.Validate.
+func NewServer(n *mutex.Node, cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Server{node: n, cfg: cfg.withDefaults(), log: serve.Discard(cfg.Logger), conns: make(map[*conn]struct{})}, nil
+}
+
+// Close tells every connection that the server is stopping (GOODBYE
+// shutting_down), closes them and waits for the goroutines the server
+// started. Sessions are not ended: with a write-ahead log their clients
+// resume after the restart. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.send(goodbye(CodeShuttingDown, "the server is stopping"))
+		c.close()
+	}
+	s.group.Close()
+	s.group.Wait()
+	return nil
+}
+
+// Serve serves one connection that began with got (some or all of the
+// preface, maybe more) until it ends. It is the oneshot.Handoff of the
+// mutex port. A connection that does not begin with the whole preface is
+// answered '-', as v1 answers a malformed request.
+func (s *Server) Serve(nc net.Conn, got []byte) {
+	c := newConn(s, nc)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.detach()
+		c.close()
+	}()
+	nc.SetReadDeadline(time.Now().Add(s.cfg.HeaderTimeout))
+	r := &reader{c: nc, buf: append(make([]byte, 0, initialRead), got...)}
+	if !r.readPreface() {
+		nc.Write([]byte{'-'})
+		return
+	}
+	var f Frame
+	if err := r.next(&f); err != nil {
+		c.refuseFrame(err)
+		return
+	}
+	if !c.open(&f) {
+		return
+	}
+	nc.SetReadDeadline(time.Time{})
+	for {
+		c.sess.beginBatch()
+		for {
+			err := r.parse(&f)
+			if errors.Is(err, errIncomplete) {
+				break
+			}
+			if err != nil {
+				c.sess.endBatch()
+				c.refuseFrame(err)
+				return
+			}
+			if !c.handle(&f) {
+				c.sess.endBatch()
+				return
+			}
+		}
+		c.sess.endBatch()
+		if err := r.fill(); err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+				s.log.Debug("session connection ended", slog.String(logRemote, c.remote), slog.Any(logError, err))
+			}
+			return
+		}
+		c.sess.live.Touch()
+	}
+}
+
+// initialRead is the read buffer of an idle connection, in bytes; it grows
+// for a larger frame and shrinks back after it.
+const initialRead = 512
+
+// reader reads frames from a connection into one buffer.
+type reader struct {
+	c   net.Conn
+	buf []byte // buf[off:] is unparsed
+	off int
+}
+
+// readPreface reads until the preface is whole and reports whether the
+// bytes are the preface.
+func (r *reader) readPreface() bool {
+	for len(r.buf) < len(Preface) {
+		if string(r.buf) != Preface[:len(r.buf)] {
+			return false
+		}
+		if r.fill() != nil {
+			return false
+		}
+	}
+	if string(r.buf[:len(Preface)]) != Preface {
+		return false
+	}
+	r.off = len(Preface)
+	return true
+}
+
+// next reads until one whole frame is in and decodes it.
+func (r *reader) next(f *Frame) error {
+	for {
+		err := r.parse(f)
+		if !errors.Is(err, errIncomplete) {
+			return err
+		}
+		if err := r.fill(); err != nil {
+			return err
+		}
+	}
+}
+
+// parse decodes the next whole frame of the buffer, if it is whole.
+func (r *reader) parse(f *Frame) error {
+	n, err := ParseFrame(r.buf[r.off:], f)
+	if err != nil {
+		return err
+	}
+	r.off += n
+	return nil
+}
+
+// fill moves the unparsed bytes to the front, makes room for the frame
+// being read, and reads once.
+func (r *reader) fill() error {
+	rest := r.buf[r.off:]
+	need := initialRead
+	if len(rest) >= 4 {
+		if n := int(rest[0])<<24 | int(rest[1])<<16 | int(rest[2])<<8 | int(rest[3]); n <= MaxFrame {
+			need = max(need, 4+n)
+		}
+	}
+	if cap(r.buf) < need || cap(r.buf) > 4*initialRead && need <= initialRead && len(rest) <= initialRead {
+		nb := make([]byte, len(rest), max(need, initialRead))
+		copy(nb, rest)
+		r.buf = nb
+	} else {
+		r.buf = r.buf[:copy(r.buf[:cap(r.buf)], rest)]
+	}
+	r.off = 0
+	n, err := r.c.Read(r.buf[len(r.buf):cap(r.buf)])
+	r.buf = r.buf[:len(r.buf)+n]
+	if n > 0 {
+		return nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	return err
+}
+
+// --- connection ---
+
+// conn is one connection of the session protocol.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	remote string
+	sess   *sess // set once HELLO or RESUME succeeded
+
+	wmu     sync.Mutex
+	wbuf    []byte // written by the drainer
+	writing bool   // a drainer goroutine is writing
+	dead    bool
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	return &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
+}
+
+// send writes b without waiting: at once if the socket takes it all,
+// otherwise the rest goes to a goroutine that writes it under the header
+// timeout (a client that stops reading is cut).
+func (c *conn) send(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.dead {
+		return
+	}
+	if c.writing {
+		c.wbuf = append(c.wbuf, b...)
+		return
+	}
+	n, err := writeNow(c.nc, b)
+	if err != nil {
+		c.dead = true
+		c.nc.Close()
+		return
+	}
+	if n == len(b) {
+		return
+	}
+	c.wbuf = append(c.wbuf[:0], b[n:]...)
+	c.writing = true
+	if !c.s.group.Go(c.drain) {
+		c.dead = true
+		c.nc.Close()
+	}
+}
+
+// drain writes what send could not, until nothing is left.
+func (c *conn) drain() {
+	var buf []byte
+	for {
+		c.wmu.Lock()
+		buf, c.wbuf = c.wbuf, buf[:0]
+		if len(buf) == 0 || c.dead {
+			c.writing = false
+			c.wmu.Unlock()
+			return
+		}
+		c.wmu.Unlock()
+		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.HeaderTimeout))
+		if _, err := c.nc.Write(buf); err != nil {
+			c.wmu.Lock()
+			c.dead, c.writing = true, false
+			c.wmu.Unlock()
+			c.nc.Close()
+			return
+		}
+	}
+}
+
+func (c *conn) close() { c.nc.Close() }
+
+// refuseFrame answers a frame that cannot be parsed and ends the
+// connection; the session lives on for its TTL.
+func (c *conn) refuseFrame(err error) {
+	if !errors.Is(err, ErrProtocol) {
+		return // the read failed: nothing to tell
+	}
+	c.s.log.Debug("protocol error on a session connection", slog.String(logRemote, c.remote), slog.Any(logError, err))
+	c.flushThenSend(goodbye(CodeProtocolError, err.Error()))
+}
+
+// flushThenSend writes what the session has waiting, then b.
+func (c *conn) flushThenSend(b []byte) {
+	if c.sess != nil {
+		c.sess.Flush()
+	}
+	c.send(b)
+}
+
+// detach leaves the session without a connection, for its resume.
+func (c *conn) detach() {
+	s := c.sess
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	mine := s.conn == c
+	if mine {
+		s.conn = nil
+	}
+	s.mu.Unlock()
+	if mine {
+		c.s.node.SetRemote(s.id, "")
+	}
+}
+
+// open handles the first frame: HELLO or RESUME. It reports whether the
+// connection goes on.
+func (c *conn) open(f *Frame) bool {
+	switch f.Type {
+	case TypeHello:
+		return c.hello(f)
+	case TypeResume:
+		return c.resume(f)
+	}
+	c.send(goodbye(CodeProtocolError, "the first frame must be HELLO or RESUME"))
+	return false
+}
+
+func (c *conn) hello(f *Frame) bool {
+	if tag, ok := unknownField(f, helloTags); ok {
+		c.send(goodbye(CodeUnsupported, fmt.Sprintf("field %#02x is not supported in HELLO", tag)))
+		return false
+	}
+	if cred, _ := f.Get(TagCredential); len(cred) > 0 {
+		c.send(goodbye(CodeUnsupported, "this server takes no credential"))
+		return false
+	}
+	name, _ := f.Get(TagName)
+	source := string(name)
+	if source == "" {
+		source = peerIP(c.nc)
+	}
+	ttl := c.s.cfg.TTL
+	if ms, ok := f.Uint(TagTTL); ok {
+		ttl = min(max(time.Duration(ms)*time.Millisecond, c.s.cfg.MinTTL), c.s.cfg.MaxTTL)
+	}
+	var secret [SecretLen]byte
+	rand.Read(secret[:])
+	s := &sess{srv: c.s, name: source, conn: c}
+	live, res, p := c.s.node.OpenSession(source, ttl, sha256.Sum256(secret[:]), c.remote, s)
+	if live == nil {
+		c.send(goodbye(CodeBadRequest, "the session could not be opened: "+res.Status.String()))
+		return false
+	}
+	s.id, s.live = live.ID(), live
+	c.sess = s
+	fb := begin(nil, TypeWelcome, f.ID)
+	c.welcomeFields(&fb, s.id, secret[:], ttl)
+	s.queue(item{raw: fb.end(), pending: p})
+	s.Flush()
+	return true
+}
+
+// welcomeFields adds what every WELCOME carries.
+func (c *conn) welcomeFields(fb *frameBuilder, id uint64, secret []byte, ttl time.Duration) {
+	fb.u64(TagSession, id)
+	fb.bytes(TagSecret, secret)
+	fb.u32(TagTTL, millis(int64(ttl)))
+	fb.u32(TagKeepalive, millis(int64(ttl/3)))
+	fb.str(TagServer, c.s.cfg.ServerID)
+}
+
+func (c *conn) resume(f *Frame) bool {
+	id, okID := f.Uint(TagSession)
+	secret, okSecret := f.Get(TagSecret)
+	if _, unknown := unknownField(f, resumeTags); unknown || !okID || !okSecret {
+		c.send(goodbye(CodeBadRequest, "RESUME needs a session and its secret, and nothing else"))
+		return false
+	}
+	var s *sess
+	var old *conn
+	live := c.s.node.Resume(id, sha256.Sum256(secret), c.remote, func(st mutex.SessionState, route mutex.Route, missed []mutex.Output) mutex.Route {
+		s, _ = route.(*sess)
+		if s == nil {
+			s = &sess{srv: c.s, id: id, name: st.Name}
+		}
+		fb := begin(nil, TypeWelcome, f.ID)
+		c.welcomeFields(&fb, id, secret, st.TTL)
+		fb.u64(TagApplied, st.Applied)
+		for _, h := range st.Held {
+			at := fb.list(TagHeld)
+			fb.str(TagKey, h.Key)
+			fb.u64(TagToken, h.Token)
+			fb.u64(TagRequest, h.Request)
+			fb.u8(TagMode, uint8(h.Mode))
+			fb.u32(TagCount, h.Count)
+			if h.Leased {
+				fb.u32(TagLeft, millis(int64(h.LeaseLeft)))
+			}
+			fb.endList(at)
+		}
+		for _, p := range st.Parked {
+			at := fb.list(TagParked)
+			fb.str(TagKey, p.Key)
+			fb.u64(TagRequest, p.Request)
+			fb.endList(at)
+		}
+		s.mu.Lock()
+		old, s.conn = s.conn, c
+		items := make([]item, 0, 1+len(missed)+len(s.items))
+		items = append(items, item{raw: fb.end()})
+		for _, o := range missed {
+			items = append(items, item{out: o})
+		}
+		s.items = append(items, s.items...)
+		s.mu.Unlock()
+		return s
+	})
+	if live == nil {
+		c.send(goodbye(CodeUnknownSession, "no such session, or a wrong secret"))
+		return false
+	}
+	s.live = live
+	c.sess = s
+	if old != nil && old != c {
+		old.send(goodbye(CodeSessionEnded, "the session was resumed on another connection"))
+		old.close()
+	}
+	s.Flush()
+	return true
+}
+
+// peerIP returns the IP address of c's peer, without the port.
+func peerIP(c net.Conn) string {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return c.RemoteAddr().String()
+}
+
+// goodbye returns a GOODBYE frame.
+func goodbye(code Code, message string) []byte {
+	fb := begin(nil, TypeGoodbye, 0)
+	fb.u8(TagCode, uint8(code))
+	fb.str(TagMessage, clip(message))
+	return fb.end()
+}
+
+// refused returns a REFUSED frame answering id.
+func refused(b []byte, id uint64, code Code, message string) []byte {
+	fb := begin(b, TypeRefused, id)
+	fb.u8(TagCode, uint8(code))
+	fb.str(TagMessage, clip(message))
+	return fb.end()
+}
+
+// clip cuts a message to the field's limit.
+func clip(m string) string {
+	if len(m) > maxSize[TagMessage] {
+		return m[:maxSize[TagMessage]]
+	}
+	return m
+}
+
+// Tags each request may carry.
+var (
+	helloTags    = tagSet(TagName, TagTTL, TagCredential)
+	resumeTags   = tagSet(TagSession, TagSecret)
+	acquireTags  = tagSet(TagKey, TagWait, TagLease, TagDelay, TagMode, TagLimit, TagPriority, TagReentrant, TagOwner)
+	releaseTags  = tagSet(TagKey, TagToken)
+	renewTags    = tagSet(TagKey, TagToken, TagLease)
+	cancelTags   = tagSet(TagTarget)
+	describeTags = tagSet(TagKey)
+	noTags       = tagSet()
+	// requestTags are the tags of each request of an open session, by
+	// frame type; nil: not such a request.
+	requestTags = [...]*[256]bool{TypeAcquire: acquireTags, TypeRelease: releaseTags, TypeRenew: renewTags,
+		TypeCancel: cancelTags, TypeDescribe: describeTags, TypePing: noTags, TypeClose: noTags}
+)
+
+func tagSet(tags ...Tag) *[256]bool {
+	var s [256]bool
+	for _, t := range tags {
+		s[t] = true
+	}
+	return &s
+}
+
+// unknownField returns the first field of f not in allowed.
+func unknownField(f *Frame, allowed *[256]bool) (Tag, bool) {
+	for _, fl := range f.Fields {
+		if !allowed[fl.Tag] {
+			return fl.Tag, true
+		}
+	}
+	return 0, false
+}
+
+// handle serves one frame of an open session and reports whether the
+// connection goes on.
+func (c *conn) handle(f *Frame) bool {
+	s := c.sess
+	var allowed *[256]bool
+	if int(f.Type) < len(requestTags) {
+		allowed = requestTags[f.Type]
+	}
+	if allowed == nil {
+		c.refuseFrame(fmt.Errorf("%w: frame type %#02x is not a request of an open session", ErrProtocol, uint8(f.Type)))
+		return false
+	}
+	if tag, ok := unknownField(f, allowed); ok {
+		s.queue(item{raw: refused(nil, f.ID, CodeUnsupported, fmt.Sprintf("field %#02x is not supported here", tag))})
+		return true
+	}
+	cmd := mutex.Command{Session: s.id, Request: f.ID}
+	switch f.Type {
+	case TypePing:
+		s.queue(item{raw: okFrame(nil, f.ID)})
+		return true
+	case TypeDescribe:
+		key, ok := f.Get(TagKey)
+		if !ok || mutex.ValidateKey(string(key)) != nil {
+			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, "DESCRIBE needs a key of 1 to 127 bytes")})
+			return true
+		}
+		s.queue(item{raw: info(nil, f.ID, c.s.node.Describe(string(key)), c.s.node.Now())})
+		return true
+	case TypeAcquire:
+		if msg := c.acquire(f, &cmd); msg != "" {
+			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, msg)})
+			return true
+		}
+	case TypeRelease, TypeRenew:
+		cmd.Op = mutex.OpRelease
+		if f.Type == TypeRenew {
+			cmd.Op = mutex.OpRenew
+			if ms, ok := f.Uint(TagLease); ok {
+				cmd.Lease = time.Duration(ms) * time.Millisecond
+			}
+		}
+		key, okKey := f.Get(TagKey)
+		token, okToken := f.Uint(TagToken)
+		if !okKey || !okToken || mutex.ValidateKey(string(key)) != nil {
+			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, "a key of 1 to 127 bytes and a token are needed")})
+			return true
+		}
+		cmd.Key, cmd.Token = string(key), token
+	case TypeCancel:
+		target, ok := f.Uint(TagTarget)
+		if !ok {
+			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, "CANCEL needs a target")})
+			return true
+		}
+		cmd.Op, cmd.Target = mutex.OpCancel, target
+	case TypeClose:
+		cmd.Op = mutex.OpCloseSession
+	}
+	if _, _, delivered := c.s.node.ApplySession(cmd); !delivered {
+		c.flushThenSend(goodbye(CodeSessionExpired, "the session has expired"))
+		return false
+	}
+	if f.Type == TypeClose {
+		s.endBatch()
+		s.closeAfterFlush()
+		return false
+	}
+	return true
+}
+
+// acquire fills cmd from an ACQUIRE frame; it returns why the frame is a
+// bad request, or "".
+func (c *conn) acquire(f *Frame, cmd *mutex.Command) string {
+	key, ok := f.Get(TagKey)
+	if !ok || mutex.ValidateKey(string(key)) != nil {
+		return "ACQUIRE needs a key of 1 to 127 bytes"
+	}
+	cmd.Op, cmd.Key, cmd.Source, cmd.RemoteAddr = mutex.OpAcquire, string(key), c.sess.name, c.remote
+	if ms, ok := f.Uint(TagWait); ok {
+		if ms == 0 {
+			cmd.Try = true
+		} else {
+			cmd.Wait = time.Duration(ms) * time.Millisecond
+		}
+	}
+	if ms, ok := f.Uint(TagLease); ok {
+		cmd.Lease = time.Duration(ms) * time.Millisecond
+	}
+	cmd.Delay = c.s.cfg.LockDelay
+	if ms, ok := f.Uint(TagDelay); ok {
+		cmd.Delay = min(time.Duration(ms)*time.Millisecond, mutex.MaxLockDelay)
+	}
+	if m, ok := f.Uint(TagMode); ok {
+		if m > uint64(mutex.Shared) {
+			return "mode must be 0 (exclusive) or 1 (shared)"
+		}
+		cmd.Mode = mutex.Mode(m)
+	}
+	if l, ok := f.Uint(TagLimit); ok {
+		if cmd.Mode == mutex.Shared && l > 1 {
+			return "a shared acquire takes no limit"
+		}
+		cmd.Limit = uint32(l)
+	}
+	if p, ok := f.Uint(TagPriority); ok {
+		cmd.Priority = int32(uint32(p))
+	}
+	if r, ok := f.Uint(TagReentrant); ok {
+		if r > 1 {
+			return "reentrant must be 0 or 1"
+		}
+		cmd.Reentrant = r == 1
+	}
+	if o, ok := f.Get(TagOwner); ok {
+		cmd.Owner = string(o)
+	}
+	return ""
+}
+
+// okFrame appends an OK frame answering id.
+func okFrame(b []byte, id uint64) []byte {
+	fb := begin(b, TypeOK, id)
+	return fb.end()
+}
+
+// info appends the INFO frame of k, read at now, answering id.
+func info(b []byte, id uint64, k mutex.KeyInfo, now time.Time) []byte {
+	fb := begin(b, TypeInfo, id)
+	fb.str(TagKey, k.Key)
+	fb.u32(TagQueue, uint32(k.Queue))
+	if k.DelayLeft > 0 {
+		fb.u32(TagLeft, millis(int64(k.DelayLeft)))
+	}
+	for _, h := range k.Holders {
+		at := fb.list(TagHolder)
+		fb.u64(TagToken, h.Token)
+		fb.str(TagName, h.Source)
+		fb.u64(TagSession, h.Session)
+		fb.u32(TagHeldFor, millis(int64(h.Held(now))))
+		fb.u8(TagMode, uint8(h.Mode))
+		fb.u32(TagCount, h.Count)
+		if h.Leased {
+			fb.u32(TagLeft, millis(int64(h.LeaseLeft)))
+		}
+		fb.endList(at)
+	}
+	return fb.end()
+}
