@@ -42,9 +42,10 @@ soak:
 
 # A short run of every fuzz target; new inputs land in the Go cache.
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 30s ./mutex
+	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 30s ./oneshot
 	$(GO) test -run '^$$' -fuzz FuzzDecodeHolders -fuzztime 30s ./manager
 	$(GO) test -run '^$$' -fuzz FuzzLabelValue -fuzztime 30s ./metrics
+	$(GO) test -run '^$$' -fuzz FuzzParseFrame -fuzztime 30s ./session
 
 clean:
 	rm -rf $(BIN) dist
