@@ -40,6 +40,7 @@ type Table struct {
 
 	visitGen uint64     // deadlock search: a new mark per search
 	stack    []*request // deadlock search: reused
+	advanced bool       // the command being applied moved a session's applied id
 }
 
 // Counters are what the table has done since it was made (or since
@@ -174,8 +175,19 @@ func (t *Table) LastToken() uint64 { return t.lastToken }
 // Apply applies c and returns its result. It never fails: a command that
 // cannot take effect has a Status that says why and changes nothing.
 // Result.Changed reports whether the table changed, which is when the
-// command must be journaled for a replay to reach the same state.
+// command must be journaled for a replay to reach the same state. A
+// command of a session that passed the check of its request id changed
+// the table, whatever its status: the session's highest applied id moved.
 func (t *Table) Apply(c *Command) Result {
+	t.advanced = false
+	r := t.apply(c)
+	if t.advanced {
+		r.Changed = true
+	}
+	return r
+}
+
+func (t *Table) apply(c *Command) Result {
 	switch c.Op {
 	case OpAcquire:
 		return t.acquire(c)
@@ -215,6 +227,7 @@ func (t *Table) session(c *Command) (*session, Result, bool) {
 		return nil, Result{Status: StatusDuplicate}, false
 	}
 	s.applied = c.Request
+	t.advanced = true
 	return s, Result{}, true
 }
 
@@ -261,10 +274,22 @@ func (t *Table) acquire(c *Command) Result {
 		e = &entry{key: c.Key}
 		t.keys[c.Key] = e
 	}
+	// A key in lock-delay alone takes the limit of the request; a refusal
+	// below puts the old one back, since it changes nothing.
+	prevLimit := uint32(0)
+	if e.x != nil {
+		prevLimit = e.x.limit
+	}
 	if e.x != nil && !e.active() {
-		e.x.limit = normLimit(c.Limit) // a key in lock-delay alone takes the new limit
+		e.x.limit = normLimit(c.Limit)
 	} else if e.x == nil && c.Limit > 1 {
 		e.ext().limit = c.Limit
+	}
+	refuse := func(r Result) Result {
+		if e.x != nil {
+			e.x.limit = prevLimit
+		}
+		return r
 	}
 	if e.queueLen() == 0 && !e.delayed() && e.compatible(c.Mode, normLimit(c.Limit)) {
 		h := t.grant(e, s, c.Request, c.Source, c.RemoteAddr, c.Mode, c.Owner,
@@ -275,7 +300,7 @@ func (t *Table) acquire(c *Command) Result {
 	}
 	if c.Try && c.Priority <= 0 {
 		t.stats.Busy++
-		return Result{Status: StatusBusy}
+		return refuse(Result{Status: StatusBusy})
 	}
 	r := &request{
 		e: e, sess: s, request: c.Request, source: unique.Make(c.Source), remote: c.RemoteAddr,
@@ -292,7 +317,7 @@ func (t *Table) acquire(c *Command) Result {
 	if c.Try {
 		e.unlink(r)
 		t.stats.Busy++
-		return Result{Status: StatusBusy}
+		return refuse(Result{Status: StatusBusy})
 	}
 	if s != nil && t.wouldDeadlock(r) {
 		e.unlink(r)
@@ -300,7 +325,7 @@ func (t *Table) acquire(c *Command) Result {
 		t.stats.Deadlocks++
 		t.emit(Event{Kind: EventDeadlock, Key: c.Key, Session: c.Session, Request: c.Request,
 			Source: c.Source, Mode: c.Mode, At: c.At})
-		return Result{Status: StatusDeadlock}
+		return refuse(Result{Status: StatusDeadlock})
 	}
 	t.lastTicket++
 	r.ticket = t.lastTicket
