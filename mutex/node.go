@@ -3,6 +3,7 @@ package mutex
 import (
 	"context"
 	"crypto/subtle"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,6 +105,34 @@ type Node struct {
 	closed bool
 
 	resumes uint64
+
+	observers []observer
+	nextObs   uint64
+}
+
+// observer is one function that Observe registered.
+type observer struct {
+	id uint64
+	fn func(Event)
+}
+
+// Observe calls f with every event of the table from now on, in the order
+// the table made them: grants (at once and after a wait), withdrawals,
+// losses, releases, sessions' ends, deadlocks. f is called with the node's
+// lock held: it must neither block nor call the node (queue the event and
+// return). The returned function stops the calls; it is safe to call more
+// than once.
+func (n *Node) Observe(f func(Event)) (stop func()) {
+	n.mu.Lock()
+	n.nextObs++
+	id := n.nextObs
+	n.observers = append(n.observers, observer{id: id, fn: f})
+	n.mu.Unlock()
+	return func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		n.observers = slices.DeleteFunc(n.observers, func(o observer) bool { return o.id == id })
+	}
 }
 
 // NewNode returns a node over cfg.Table (or an empty table) and applies
@@ -253,8 +282,11 @@ func (n *Node) applyLocked(c *Command, d *deliveries) (Result, Pending) {
 	return res, p
 }
 
-// route sends ev to whoever waits for it.
+// route sends ev to the observers and to whoever waits for it.
 func (n *Node) route(ev Event, p Pending, d *deliveries) {
+	for _, o := range n.observers {
+		o.fn(ev)
+	}
 	switch ev.Kind {
 	case EventGranted, EventWithdrawn:
 		if ev.Kind == EventGranted && !ev.Parked {

@@ -154,7 +154,7 @@ func (t *Table) Import(r *Record) bool {
 		e := &entry{key: r.Key}
 		t.keys[r.Key] = e
 		x := e.ext()
-		x.limit = r.Limit
+		x.limit = keyLimit(r.Limit)
 		if !r.DelayAt.IsZero() {
 			x.delayFor = int64(r.DelayFor)
 			x.delay = timer{at: r.DelayAt.UnixNano(), kind: timerDelay, ent: e}

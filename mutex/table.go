@@ -233,6 +233,15 @@ func (t *Table) session(c *Command) (*session, Result, bool) {
 
 func normLimit(l uint32) uint32 { return max(l, 1) }
 
+// keyLimit is how a key keeps a limit: 0 for one holder, so that equal
+// keys are equal however their limit came.
+func keyLimit(l uint32) uint32 {
+	if l <= 1 {
+		return 0
+	}
+	return l
+}
+
 // --- acquire ---
 
 func (t *Table) acquire(c *Command) Result {
@@ -281,7 +290,7 @@ func (t *Table) acquire(c *Command) Result {
 		prevLimit = e.x.limit
 	}
 	if e.x != nil && !e.active() {
-		e.x.limit = normLimit(c.Limit)
+		e.x.limit = keyLimit(c.Limit)
 	} else if e.x == nil && c.Limit > 1 {
 		e.ext().limit = c.Limit
 	}

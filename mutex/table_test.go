@@ -583,3 +583,37 @@ func TestExportImportRoundTrip(t *testing.T) {
 		t.Fatal("states differ after the same steps")
 	}
 }
+
+// The priority example of docs/protocol.md, step by step.
+func TestPriorityDocExample(t *testing.T) {
+	b := newBench(t)
+	s := b.open("s")
+	owner := 0
+	acq := func(p int32) uint64 {
+		owner++
+		return b.want(b.apply(Command{Op: OpAcquire, Session: s, Key: "k", Priority: p, Owner: fmt.Sprint(owner)}), StatusParked).Ticket
+	}
+	release := func() []uint64 {
+		b.events()
+		if h := b.holders("k")[0]; h.Session == 0 {
+			b.want(b.apply(Command{Op: OpRelease, Key: "k"}), StatusOK)
+		} else {
+			b.want(b.apply(Command{Op: OpRelease, Session: s, Key: "k", Token: h.Token}), StatusOK)
+		}
+		return grantedTickets(b.events())
+	}
+	b.want(b.v1("k", "H"), StatusGranted)
+	a := acq(1)
+	next := acq(5)
+	for _, at := range []time.Duration{time.Second, 2 * time.Second, 2 * time.Second} {
+		b.now = b.now.Add(at)
+		if got := release(); !slices.Equal(got, []uint64{next}) {
+			t.Fatalf("granted %v, want the priority-5 request %d", got, next)
+		}
+		next = acq(5)
+	}
+	b.now = b.now.Add(2 * time.Second)
+	if got := release(); !slices.Equal(got, []uint64{a}) {
+		t.Fatalf("at 7 s granted %v, want A %d", got, a)
+	}
+}

@@ -442,3 +442,49 @@ func startChild(t *testing.T, args string) *exec.Cmd {
 	}
 	return cmd
 }
+
+// v1 locks and session acquires of one key wait in one queue and are
+// served in the order they came.
+func TestV1AndSessionsShareOneFIFO(t *testing.T) {
+	e := start(t, envOptions{})
+	holder := e.v1(t, oneshot.ActionLock, "k", "first")
+	if v1Answer(t, holder) != '+' {
+		t.Fatal("v1 lock")
+	}
+	type waiter struct {
+		v1      net.Conn
+		session *client
+		id      uint64
+	}
+	var order []waiter
+	for i := range 6 {
+		if i%2 == 0 {
+			order = append(order, waiter{v1: e.v1(t, oneshot.ActionLock, "k", fmt.Sprint("v1-", i))})
+		} else {
+			c := e.hello(t, fmt.Sprint("s-", i))
+			order = append(order, waiter{session: c, id: c.acquire("k")})
+		}
+		eventually(t, "parked in order", func() bool { return parked(e.node, "k") == i+1 })
+	}
+	// Release the first holder, then each waiter in turn once it has the
+	// key: each must be granted exactly when its turn comes.
+	if v1Answer(t, e.v1(t, oneshot.ActionUnlock, "k", "")) != '+' {
+		t.Fatal("unlock")
+	}
+	for i, w := range order {
+		if w.v1 != nil {
+			if v1Answer(t, w.v1) != '+' {
+				t.Fatalf("waiter %d (v1) was not granted", i)
+			}
+			if v1Answer(t, e.v1(t, oneshot.ActionUnlock, "k", "")) != '+' {
+				t.Fatalf("waiter %d: unlock", i)
+			}
+			continue
+		}
+		tok := w.session.granted(w.id)
+		if parked(e.node, "k") != len(order)-i-1 {
+			t.Fatalf("waiter %d granted out of turn", i)
+		}
+		w.session.release("k", tok)
+	}
+}

@@ -1,0 +1,199 @@
+package mutex
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is a node clock the test moves.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// route records what a session is delivered.
+type route struct {
+	mu  sync.Mutex
+	out []Output
+}
+
+func (r *route) Deliver(o Output) {
+	r.mu.Lock()
+	r.out = append(r.out, o)
+	r.mu.Unlock()
+}
+
+func (r *route) Flush() {}
+
+func (r *route) events() []EventKind {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []EventKind
+	for _, o := range r.out {
+		if o.IsEvent {
+			out = append(out, o.Event.Kind)
+		}
+	}
+	return out
+}
+
+// The node expires a session that has not been touched for its TTL before
+// it applies anything else, so a release never passes a key to a dead
+// session; a session that is touched lives on.
+func TestNodeExpiresBeforeGranting(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	j := NewMemoryJournal()
+	n := NewNode(NodeConfig{Clock: clk.Now, Journal: j})
+	defer n.Close()
+	if _, _, err := n.TryLock(Claim{Key: "k", Source: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	dead, _, _ := n.OpenSession("dead", 10*time.Second, [SecretHashLen]byte{}, "", &route{})
+	alive, _, _ := n.OpenSession("alive", 10*time.Second, [SecretHashLen]byte{}, "", &route{})
+	for i, l := range []*Live{dead, alive} {
+		res, _, _ := n.ApplySession(Command{Op: OpAcquire, Session: l.ID(), Request: 1, Key: "k"})
+		if res.Status != StatusParked {
+			t.Fatalf("session %d: %v", i, res.Status)
+		}
+	}
+	clk.add(9 * time.Second)
+	alive.Touch()
+	clk.add(2 * time.Second) // dead's TTL has passed; alive's has not
+	// No timer has fired yet: the release itself must expire dead first.
+	if _, err := n.Release("k"); err != nil {
+		t.Fatal(err)
+	}
+	h, ok := n.Holder("k")
+	if !ok || h.Session != alive.ID() {
+		t.Fatalf("k held by %+v, want the live session %d", h, alive.ID())
+	}
+	if s := n.Snapshot(); len(s.Sessions) != 1 || s.Counters.SessionExpiries != 1 {
+		t.Fatalf("sessions %+v, expiries %d", s.Sessions, s.Counters.SessionExpiries)
+	}
+	// The journal's replica saw the same commands, the expiry included.
+	var got, want []Record
+	j.Export(func(r *Record) { got = append(got, *r) })
+	n.Export(func(r *Record) { want = append(want, *r) })
+	if !slices.Equal(got, want) {
+		t.Fatalf("replica differs:\n%+v\n%+v", got, want)
+	}
+}
+
+// Observe sees every event, in order; stop ends the calls.
+func TestNodeObserve(t *testing.T) {
+	n := NewNode(NodeConfig{})
+	defer n.Close()
+	var mu sync.Mutex
+	var kinds []EventKind
+	stop := n.Observe(func(ev Event) {
+		mu.Lock()
+		kinds = append(kinds, ev.Kind)
+		mu.Unlock()
+	})
+	n.TryLock(Claim{Key: "k", Source: "a"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := n.Lock(ctx, Claim{Key: "k", Source: "b"})
+		done <- err
+	}()
+	for n.Describe("k").Queue != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	n.Release("k")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	n.ResetKey("k")
+	stop()
+	stop()
+	n.TryLock(Claim{Key: "after", Source: "a"})
+	mu.Lock()
+	defer mu.Unlock()
+	want := []EventKind{EventGranted, EventReleased, EventGranted, EventLost}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("events %v, want %v", kinds, want)
+	}
+}
+
+// A Lock whose context ends while it waits is withdrawn: the next waiter
+// gets the key.
+func TestNodeLockCancelled(t *testing.T) {
+	n := NewNode(NodeConfig{})
+	defer n.Close()
+	n.TryLock(Claim{Key: "k", Source: "a"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := n.Lock(ctx, Claim{Key: "k", Source: "gives-up"})
+		done <- err
+	}()
+	for n.Describe("k").Queue != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled lock: %v", err)
+	}
+	if q := n.Describe("k").Queue; q != 0 {
+		t.Fatalf("%d waiters after the cancel", q)
+	}
+}
+
+// A session's outputs reach its route in the order they happened: the
+// events of a close before the close's own result.
+func TestNodeRouteOrder(t *testing.T) {
+	n := NewNode(NodeConfig{})
+	defer n.Close()
+	r := &route{}
+	l, _, _ := n.OpenSession("s", time.Minute, [SecretHashLen]byte{}, "", r)
+	n.TryLock(Claim{Key: "held", Source: "v1"})
+	n.ApplySession(Command{Op: OpAcquire, Session: l.ID(), Request: 1, Key: "held"})
+	n.ApplySession(Command{Op: OpCloseSession, Session: l.ID(), Request: 2})
+	if got := r.events(); !slices.Equal(got, []EventKind{EventWithdrawn, EventSessionEnded}) {
+		t.Fatalf("events %v", got)
+	}
+	r.mu.Lock()
+	last := r.out[len(r.out)-1]
+	r.mu.Unlock()
+	if last.IsEvent || last.Command.Op != OpCloseSession {
+		t.Fatalf("last output %+v, want the close's result", last)
+	}
+}
+
+// Every key released: the table is empty, whatever came before.
+func TestMillionKeysLeaveEmptyTable(t *testing.T) {
+	keys := 1_000_000
+	if testing.Short() {
+		keys = 10_000
+	}
+	n := NewNode(NodeConfig{})
+	defer n.Close()
+	for i := range keys {
+		key := string(rune('a'+i%26)) + string(rune(i))
+		if _, _, err := n.TryLock(Claim{Key: key, Source: "s"}); err != nil {
+			t.Fatal(err)
+		}
+		n.Release(key)
+	}
+	if got := n.Len(); got != 0 {
+		t.Fatalf("%d keys left", got)
+	}
+}
