@@ -310,3 +310,31 @@ type Event struct {
 	At      time.Time     // when it happened (the command's At)
 	Lease   time.Duration // granted: the lock's lease, 0 none
 }
+
+// Action names the event as the event streams (Server-Sent Events, the
+// session protocol's watch) do: acquired, released, expired, reset,
+// withdrawn, deadlock, or "" for an event they do not carry (a session's
+// end). A lock lost to its lease or its session's expiry is expired; one
+// undone because its grant could not be delivered or made durable is
+// released.
+func (ev *Event) Action() string {
+	switch ev.Kind {
+	case EventGranted:
+		return "acquired"
+	case EventReleased:
+		return "released"
+	case EventLost:
+		switch ev.Reason {
+		case ReasonLeaseExpired, ReasonSessionExpired:
+			return "expired"
+		case ReasonReset:
+			return "reset"
+		}
+		return "released"
+	case EventWithdrawn:
+		return "withdrawn"
+	case EventDeadlock:
+		return "deadlock"
+	}
+	return ""
+}
