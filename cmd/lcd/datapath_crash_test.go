@@ -379,3 +379,55 @@ func sortedCopy(s []string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// Fencing tokens strictly increase across ten lcd processes killed with
+// SIGKILL on one DATA_PATH: a key still held after a restart keeps the
+// token it was granted, and every grant after a restart gets a token above
+// every token handed out before it.
+func TestTokensIncreaseAcrossKills(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "locks.wal")
+	ctx := context.Background()
+	var highest uint64
+	kept := map[string]uint64{} // held across the kill, with their tokens
+	for round := range 10 {
+		p, addrs := startSubprocess(t, path)
+		hs := listHolders(t, addrs.Manager)
+		if len(hs) != len(kept) {
+			t.Fatalf("round %d: %d keys restored, want %d", round, len(hs), len(kept))
+		}
+		for _, h := range hs {
+			if kept[h.Key] != h.Token {
+				t.Fatalf("round %d: %q restored with token %d, was granted %d", round, h.Key, h.Token, kept[h.Key])
+			}
+		}
+		c := lockingcenter.New(addrs.Mutex, lockingcenter.WithSource("tokens"))
+		for i := range 5 {
+			key := fmt.Sprintf("tok/%d/%d", round, i)
+			if err := c.Lock(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, h := range listHolders(t, addrs.Manager) {
+			if _, old := kept[h.Key]; old {
+				continue
+			}
+			if h.Token <= highest {
+				t.Fatalf("round %d: %q granted token %d, not above %d from before", round, h.Key, h.Token, highest)
+			}
+			kept[h.Key] = h.Token
+		}
+		for _, tok := range kept {
+			highest = max(highest, tok)
+		}
+		// Release all but one key of this round, and one of an earlier round.
+		for key := range kept {
+			if !strings.HasPrefix(key, fmt.Sprintf("tok/%d/0", round)) {
+				if err := c.Unlock(ctx, key); err != nil {
+					t.Fatal(err)
+				}
+				delete(kept, key)
+			}
+		}
+		p.kill()
+	}
+}
