@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/locking-center/locking-center/mutex"
@@ -205,5 +207,72 @@ func fromHex(t *testing.T, h byte) byte {
 		return h - 'a' + 10
 	}
 	t.Fatalf("bad hex digit %q", h)
+	return 0
+}
+
+// The series of sessions, leases, lock-delay, tokens and deadlocks follow
+// the table.
+func TestSessionSeries(t *testing.T) {
+	clk := time.Unix(1_800_000_000, 0)
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clk }
+	tb := mutex.NewNode(mutex.NodeConfig{Clock: now})
+	t.Cleanup(tb.Close)
+	reg := newRegistry(t, tb)
+	a, _, _ := tb.OpenSession("a", 10*time.Second, [mutex.SecretHashLen]byte{}, "", nopRoute{})
+	b, _, _ := tb.OpenSession("b", time.Hour, [mutex.SecretHashLen]byte{}, "", nopRoute{})
+	tb.ApplySession(mutex.Command{Op: mutex.OpAcquire, Session: a.ID(), Request: 1, Key: "x", Delay: time.Minute})
+	tb.ApplySession(mutex.Command{Op: mutex.OpAcquire, Session: b.ID(), Request: 1, Key: "y", Lease: time.Second})
+	tb.ApplySession(mutex.Command{Op: mutex.OpAcquire, Session: b.ID(), Request: 2, Key: "y2"})
+	tb.ApplySession(mutex.Command{Op: mutex.OpAcquire, Session: a.ID(), Request: 2, Key: "y2"})
+	tb.ApplySession(mutex.Command{Op: mutex.OpAcquire, Session: b.ID(), Request: 3, Key: "x"}) // b waits for a, a for b
+	mu.Lock()
+	clk = clk.Add(11 * time.Second) // a expires; y's lease ran out
+	mu.Unlock()
+	b.Touch()
+	tb.Advance()
+	want := map[string]float64{
+		"locking_center_sessions":               1,
+		"locking_center_session_expiries_total": 1,
+		"locking_center_lease_expiries_total":   1,
+		"locking_center_lock_delay_keys":        1,
+		"locking_center_deadlocks_total":        1,
+		"locking_center_session_resumes_total":  0,
+	}
+	for name, v := range want {
+		if got := gaugeValue(t, reg, name); got != v {
+			t.Errorf("%s = %v, want %v", name, got, v)
+		}
+	}
+	if tok := gaugeValue(t, reg, "locking_center_last_fencing_token"); tok < 1 {
+		t.Errorf("last fencing token %v", tok)
+	}
+}
+
+type nopRoute struct{}
+
+func (nopRoute) Deliver(mutex.Output) {}
+func (nopRoute) Flush()               {}
+
+// gaugeValue returns the value of the unlabelled metric name.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		m := mf.GetMetric()[0]
+		switch {
+		case m.GetGauge() != nil:
+			return m.GetGauge().GetValue()
+		case m.GetCounter() != nil:
+			return m.GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("%s not gathered", name)
 	return 0
 }

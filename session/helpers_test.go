@@ -50,21 +50,32 @@ type env struct {
 	addr    string
 	session *Server
 	clock   *clock // nil: the node's own clock
+	stop    func() // closes the servers and the node; safe to call twice
 }
 
 type envOptions struct {
 	cfg     Config
 	clock   *clock
 	journal mutex.Journal
+	table   *mutex.Table // read back from a journal; nil: empty
 }
 
+// start serves a new node until the test ends.
 func start(t *testing.T, o envOptions) *env {
+	t.Helper()
+	e := startOn(t, o)
+	t.Cleanup(e.stop)
+	return e
+}
+
+// startOn serves a new node until stop is called.
+func startOn(t *testing.T, o envOptions) *env {
 	t.Helper()
 	var now func() time.Time
 	if o.clock != nil {
 		now = o.clock.Now
 	}
-	node := mutex.NewNode(mutex.NodeConfig{Clock: now, Journal: o.journal})
+	node := mutex.NewNode(mutex.NodeConfig{Clock: now, Journal: o.journal, Table: o.table})
 	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o.cfg.Logger = log
 	ss, err := NewServer(node, o.cfg)
@@ -82,13 +93,16 @@ func start(t *testing.T, o envOptions) *env {
 	}
 	done := make(chan error, 1)
 	go func() { done <- v1.Serve(context.Background(), ln) }()
-	t.Cleanup(func() {
-		ss.Close()
-		v1.Close()
-		<-done
-		node.Close()
-	})
-	return &env{node: node, addr: ln.Addr().String(), session: ss, clock: o.clock}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			ss.Close()
+			v1.Close()
+			<-done
+			node.Close()
+		})
+	}
+	return &env{node: node, addr: ln.Addr().String(), session: ss, clock: o.clock, stop: stop}
 }
 
 type tWriter struct{ t *testing.T }

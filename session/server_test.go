@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/locking-center/locking-center/oneshot"
+	"github.com/locking-center/locking-center/store"
 )
 
 func TestHelloWelcome(t *testing.T) {
@@ -486,5 +488,49 @@ func TestV1AndSessionsShareOneFIFO(t *testing.T) {
 			t.Fatalf("waiter %d granted out of turn", i)
 		}
 		w.session.release("k", tok)
+	}
+}
+
+// With a write-ahead log a session outlives a restart of the server: its
+// client resumes on the new process within the TTL (which starts again at
+// the restart) and finds its locks, with their tokens.
+func TestResumeAfterRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "locks.wal")
+	l, table, err := store.Open(store.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startOn(t, envOptions{journal: l, table: table})
+	a := e.hello(t, "durable")
+	tok := a.granted(a.acquire("k", lease(60_000)))
+	sid, secret := a.sid, a.sec
+	e.stop()
+	l.Close()
+
+	l, table, err = store.Open(store.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	e = startOn(t, envOptions{journal: l, table: table})
+	defer e.stop()
+	r := e.dial(t)
+	r.send(TypeResume, func(fb *frameBuilder) { fb.u64(TagSession, sid) }, func(fb *frameBuilder) { fb.bytes(TagSecret, secret) })
+	w := r.expect(TypeWelcome)
+	held := w.All(TagHeld)
+	if len(held) != 1 {
+		t.Fatalf("%d locks after the restart, want 1", len(held))
+	}
+	var h Frame
+	h.Fields, _ = parseFields(held[0], nil)
+	if got, _ := h.Uint(TagToken); got != tok {
+		t.Fatalf("token %d after the restart, want %d", got, tok)
+	}
+	applied, _ := w.Uint(TagApplied)
+	r.id = applied
+	r.release("k", tok)
+	// A grant after the restart has a greater token.
+	if tok2 := r.granted(r.acquire("k")); tok2 <= tok {
+		t.Fatalf("token %d after %d", tok2, tok)
 	}
 }
