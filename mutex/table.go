@@ -180,9 +180,10 @@ func (t *Table) LastToken() uint64 { return t.lastToken }
 // the table, whatever its status: the session's highest applied id moved.
 func (t *Table) Apply(c *Command) Result {
 	t.advanced = false
+	tokens := t.lastToken
 	r := t.apply(c)
-	if t.advanced {
-		r.Changed = true
+	if t.advanced || t.lastToken != tokens {
+		r.Changed = true // a session's id moved, or something was granted
 	}
 	return r
 }
@@ -261,6 +262,11 @@ func (t *Table) acquire(c *Command) Result {
 	}
 	now := c.unixNano()
 	e := t.keys[c.Key]
+	if e != nil && e.x != nil && e.x.prioritized > 0 {
+		// Aging may have changed the queue's order since the key last
+		// changed hands: serve what fits now, before this request counts.
+		t.promote(e, now, c.At, nil)
+	}
 	if e != nil && e.active() {
 		if lim := e.limit(); lim != normLimit(c.Limit) {
 			return Result{Status: StatusLimitMismatch, Limit: lim}
