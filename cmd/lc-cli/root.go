@@ -15,6 +15,7 @@ const (
 	defaultAddress        = "localhost:22119"
 	defaultManagerAddress = "localhost:22120"
 	defaultConnectTimeout = 5 * time.Second
+	defaultTimeout        = 10 * time.Second
 )
 
 // globalOptions are the flags every command shares, resolved from the
@@ -24,6 +25,7 @@ type globalOptions struct {
 	ManagerAddress string        // management port, host:port
 	Source         string        // owner name sent with lock and trylock, 0..127 bytes
 	ConnectTimeout time.Duration // bound on each TCP connect, positive
+	Timeout        time.Duration // bound on the answer of a request that does not wait for a key, positive
 }
 
 // factory hands the commands what they share: the process's streams and
@@ -37,12 +39,17 @@ type factory struct {
 func (f *factory) mutexClient() *lockingcenter.Client {
 	return lockingcenter.New(f.global.Address,
 		lockingcenter.WithSource(f.global.Source),
-		lockingcenter.WithConnectTimeout(f.global.ConnectTimeout))
+		lockingcenter.WithConnectTimeout(f.global.ConnectTimeout),
+		lockingcenter.WithReadTimeout(f.global.Timeout))
 }
 
 // managerClient returns a client of the management port.
 func (f *factory) managerClient() *manager.Client {
-	return &manager.Client{Addr: f.global.ManagerAddress, ConnectTimeout: f.global.ConnectTimeout}
+	return &manager.Client{
+		Addr:           f.global.ManagerAddress,
+		ConnectTimeout: f.global.ConnectTimeout,
+		ReadTimeout:    f.global.Timeout,
+	}
 }
 
 // envSetting ties a global flag to its environment variable.
@@ -55,6 +62,7 @@ var envSettings = []envSetting{
 	{"manager-address", "LC_MANAGER_ADDRESS"},
 	{"source", "LC_SOURCE"},
 	{"connect-timeout", "LC_CONNECT_TIMEOUT"},
+	{"timeout", "LC_TIMEOUT"},
 }
 
 func newRootCommand(sys system) *cobra.Command {
@@ -90,6 +98,7 @@ the command, or lc-cli while waiting, ended by signal N.`,
 	fs.StringVar(&f.global.ManagerAddress, "manager-address", defaultManagerAddress, "management port of the server, host:port [$LC_MANAGER_ADDRESS]")
 	fs.StringVar(&f.global.Source, "source", defaultSource(sys.Hostname), "owner name sent with lock and trylock, at most 127 bytes; reset -s matches it [$LC_SOURCE]")
 	fs.DurationVar(&f.global.ConnectTimeout, "connect-timeout", defaultConnectTimeout, "bound on each TCP connect; a server that does not accept in time is a failure [$LC_CONNECT_TIMEOUT]")
+	fs.DurationVar(&f.global.Timeout, "timeout", defaultTimeout, "bound on the answer to every request that does not wait for a key (all but lock and the wait of wait); a server that does not answer in time is a failure [$LC_TIMEOUT]")
 
 	root.AddCommand(
 		newKeysCommand(f),
@@ -138,6 +147,9 @@ func (f *factory) resolve(fs *pflag.FlagSet) error {
 	}
 	if f.global.ConnectTimeout <= 0 {
 		return usagef("connect timeout %v: want a positive duration such as 5s", f.global.ConnectTimeout)
+	}
+	if f.global.Timeout <= 0 {
+		return usagef("timeout %v: want a positive duration such as 10s", f.global.Timeout)
 	}
 	return nil
 }
