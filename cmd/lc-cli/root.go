@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +35,9 @@ type globalOptions struct {
 type factory struct {
 	sys    system
 	global globalOptions
+	// managerErr is why the management address could not be derived from
+	// the mutex address; only the commands that use it fail with it.
+	managerErr error
 }
 
 // mutexClient returns a client of the mutex port.
@@ -43,13 +48,17 @@ func (f *factory) mutexClient() *lockingcenter.Client {
 		lockingcenter.WithReadTimeout(f.global.Timeout))
 }
 
-// managerClient returns a client of the management port.
-func (f *factory) managerClient() *manager.Client {
+// managerClient returns a client of the management port, or the usage
+// error of a management address that could not be derived.
+func (f *factory) managerClient() (*manager.Client, error) {
+	if f.managerErr != nil {
+		return nil, f.managerErr
+	}
 	return &manager.Client{
 		Addr:           f.global.ManagerAddress,
 		ConnectTimeout: f.global.ConnectTimeout,
 		ReadTimeout:    f.global.Timeout,
-	}
+	}, nil
 }
 
 // envSetting ties a global flag to its environment variable.
@@ -95,7 +104,7 @@ the command, or lc-cli while waiting, ended by signal N.`,
 
 	fs := root.PersistentFlags()
 	fs.StringVar(&f.global.Address, "address", defaultAddress, "mutex port of the server, host:port [$LC_ADDRESS]")
-	fs.StringVar(&f.global.ManagerAddress, "manager-address", defaultManagerAddress, "management port of the server, host:port [$LC_MANAGER_ADDRESS]")
+	fs.StringVar(&f.global.ManagerAddress, "manager-address", defaultManagerAddress, "management port of the server, host:port; when only --address is given, its host and port+1, as lcd does [$LC_MANAGER_ADDRESS]")
 	fs.StringVar(&f.global.Source, "source", defaultSource(sys.Hostname), "owner name sent with lock and trylock, at most 127 bytes; reset -s matches it [$LC_SOURCE]")
 	fs.DurationVar(&f.global.ConnectTimeout, "connect-timeout", defaultConnectTimeout, "bound on each TCP connect; a server that does not accept in time is a failure [$LC_CONNECT_TIMEOUT]")
 	fs.DurationVar(&f.global.Timeout, "timeout", defaultTimeout, "bound on the answer to every request that does not wait for a key (all but lock and the wait of wait); a server that does not answer in time is a failure [$LC_TIMEOUT]")
@@ -151,7 +160,31 @@ func (f *factory) resolve(fs *pflag.FlagSet) error {
 	if f.global.Timeout <= 0 {
 		return usagef("timeout %v: want a positive duration such as 10s", f.global.Timeout)
 	}
+	f.managerErr = nil
+	if fs.Changed("address") && !fs.Changed("manager-address") {
+		f.global.ManagerAddress, f.managerErr = managerAddressOf(f.global.Address)
+	}
 	return nil
+}
+
+// managerAddressOf derives the management address from the mutex address
+// as lcd does: the same host, port+1.
+func managerAddressOf(address string) (string, error) {
+	cannot := func(why string) (string, error) {
+		return "", usagef("cannot derive the management address from the mutex address %q: %s; give --manager-address or $LC_MANAGER_ADDRESS", address, why)
+	}
+	host, portStr, err := net.SplitHostPort(address)
+	if err != nil {
+		return cannot("want host:port")
+	}
+	port, err := strconv.Atoi(portStr)
+	switch {
+	case err != nil || port < 1 || port > 65535:
+		return cannot("the port is not a number from 1 to 65534")
+	case port == 65535:
+		return cannot("port 65535 leaves no room for port+1")
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port+1)), nil
 }
 
 // checkKey rejects a key the server would refuse, before any connection.
