@@ -31,7 +31,8 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 all_langs=(go python javascript rust java csharp c cpp zig)
 scenarios=(lock-unlock trylock-busy fifo-three wait-holds-nothing reset-key
-	reset-source-withdraws key-127-ok-128-refused binary-key refused-connection cancel-withdraws)
+	reset-source-withdraws key-127-ok-128-refused binary-key refused-connection cancel-withdraws
+	silent-server-times-out)
 cells=(unit-tests "${scenarios[@]}")
 start_limit=20 # seconds for lcd to report its addresses
 
