@@ -6,11 +6,16 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 )
 
 // DefaultConnectTimeout bounds a Client's connect unless set otherwise.
 const DefaultConnectTimeout = 5 * time.Second
+
+// DefaultReadTimeout bounds a Client's wait for a response unless set
+// otherwise.
+const DefaultReadTimeout = 10 * time.Second
 
 // maxResponse bounds a response a Client reads, in bytes (a holder list of
 // about a million keys).
@@ -22,6 +27,12 @@ type Client struct {
 	// ConnectTimeout bounds the TCP connect; zero means
 	// DefaultConnectTimeout.
 	ConnectTimeout time.Duration
+	// ReadTimeout bounds each request from the end of the connect to the
+	// end of the response; zero means DefaultReadTimeout, a negative value
+	// no bound beyond the context's. A request that runs out fails with an
+	// error that matches os.ErrDeadlineExceeded; a reset may or may not
+	// have happened.
+	ReadTimeout time.Duration
 }
 
 // Keys returns the held keys, sorted by their bytes.
@@ -109,12 +120,27 @@ func (c *Client) call(ctx context.Context, op string, req Request) ([]byte, erro
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
+	readTimeout := c.ReadTimeout
+	if readTimeout == 0 {
+		readTimeout = DefaultReadTimeout
+	}
+	if readTimeout > 0 {
+		if err := conn.SetDeadline(time.Now().Add(readTimeout)); err != nil {
+			return fail(err)
+		}
+	}
+	timedOut := func(err error) error {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("no response within %v: %w", readTimeout, err)
+		}
+		return err
+	}
 	if _, err := conn.Write(appendRequest(nil, req)); err != nil {
-		return fail(err)
+		return fail(timedOut(err))
 	}
 	resp, err := io.ReadAll(io.LimitReader(conn, maxResponse+1))
 	if err != nil {
-		return fail(err)
+		return fail(timedOut(err))
 	}
 	switch {
 	case len(resp) == 0:

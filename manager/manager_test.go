@@ -7,10 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/locking-center/locking-center/internal/silentserver"
 	"github.com/locking-center/locking-center/mutex"
 	"go.uber.org/goleak"
 )
@@ -161,6 +163,43 @@ func TestClientErrors(t *testing.T) {
 	}
 	if err := c.ResetKey(context.Background(), strings.Repeat("k", 128)); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("long key: %v", err)
+	}
+}
+
+// silentServer accepts connections on 127.0.0.1 and never answers, until
+// the test ends.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	s, err := silentserver.Listen("127.0.0.1:0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s.Addr()
+}
+
+func TestReadTimeoutEndsEveryRequest(t *testing.T) {
+	c := &Client{Addr: silentServer(t), ReadTimeout: 50 * time.Millisecond}
+	// The context only keeps a client without a read timeout from hanging
+	// the test: its end is not the error the requests must return.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for name, call := range map[string]func() error{
+		"Keys":        func() error { _, err := c.Keys(ctx); return err },
+		"Holders":     func() error { _, err := c.Holders(ctx); return err },
+		"ResetKey":    func() error { return c.ResetKey(ctx, "k") },
+		"ResetSource": func() error { return c.ResetSource(ctx, "s") },
+	} {
+		err := call()
+		if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "no response within 50ms") {
+			t.Errorf("%s against a silent server = %v, want a read timeout", name, err)
+		}
+	}
+	c.ReadTimeout = -1
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	if _, err := c.Keys(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Keys without a read timeout = %v, want the context's deadline", err)
 	}
 }
 

@@ -11,6 +11,8 @@
 #   LC_ADDR          the mutex port, host:port
 #   LC_MANAGER_ADDR  the management port, host:port
 #   LC_DEAD_ADDR     a 127.0.0.1 address where nothing listens
+#   LC_SILENT_ADDR   a 127.0.0.1 address that accepts connections and never
+#                    answers (probe silent-server)
 #   LC_PROBE         the probe binary (clients/conformance/probe)
 #   LC_TOOLS         where setup.sh installs toolchains; $LC_TOOLS/bin is on PATH
 #
@@ -29,7 +31,8 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 all_langs=(go python javascript rust java csharp c cpp zig)
 scenarios=(lock-unlock trylock-busy fifo-three wait-holds-nothing reset-key
-	reset-source-withdraws key-127-ok-128-refused binary-key refused-connection cancel-withdraws)
+	reset-source-withdraws key-127-ok-128-refused binary-key refused-connection cancel-withdraws
+	silent-server-times-out)
 cells=(unit-tests "${scenarios[@]}")
 start_limit=20 # seconds for lcd to report its addresses
 
@@ -53,11 +56,14 @@ fi
 
 work=$(mktemp -d)
 lcd_pid=
+silent_pid=
 cleanup() {
-	if [ -n "$lcd_pid" ]; then
-		kill "$lcd_pid" 2>/dev/null
-		wait "$lcd_pid" 2>/dev/null
-	fi
+	local pid
+	for pid in "$lcd_pid" "$silent_pid"; do
+		[ -n "$pid" ] || continue
+		kill "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -69,6 +75,21 @@ if ! (cd "$root" && go build -o "$work/lcd" ./cmd/lcd && go build -o "$work/prob
 	exit 2
 fi
 export LC_PROBE="$work/probe"
+
+# One silent server for every language: it accepts connections and never
+# answers them.
+"$LC_PROBE" silent-server >"$work/silent.addr" 2>"$work/silent.err" &
+silent_pid=$!
+deadline=$((SECONDS + start_limit))
+until read -r LC_SILENT_ADDR <"$work/silent.addr" 2>/dev/null && [ -n "$LC_SILENT_ADDR" ]; do
+	if ! kill -0 "$silent_pid" 2>/dev/null || [ $SECONDS -ge $deadline ]; then
+		echo "run.sh: probe silent-server did not start:" >&2
+		cat "$work/silent.err" >&2
+		exit 2
+	fi
+	sleep 0.05
+done
+export LC_SILENT_ADDR
 
 # start_lcd LOG: starts lcd on 127.0.0.1 port 0, waits until it logs its
 # bound addresses and sets lcd_pid, mutex_addr and manager_addr.

@@ -6,6 +6,12 @@
 // connection: it is held until Unlock or a reset, even after the caller
 // exits. The package uses the standard library only.
 //
+// Calls that never wait for a key (TryLock, Unlock, ResetByKey,
+// ResetBySource, and the release of Wait) give up after a read timeout,
+// DefaultReadTimeout unless WithReadTimeout says otherwise, so a server that
+// accepts and never answers cannot hang them. Lock, and Wait while it waits
+// for the key, have no read timeout: bound them with their context.
+//
 //	c := lockingcenter.New("localhost:22119")
 //	if err := c.Lock(ctx, "orders/batch-7"); err != nil {
 //		return err
@@ -19,12 +25,17 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 )
 
 // DefaultConnectTimeout bounds the TCP connect of every call unless
 // WithConnectTimeout says otherwise.
 const DefaultConnectTimeout = 5 * time.Second
+
+// DefaultReadTimeout bounds the answer of every call that does not wait for
+// a key, unless WithReadTimeout says otherwise.
+const DefaultReadTimeout = 10 * time.Second
 
 // MaxKeyLen and MaxSourceLen bound keys and sources, in bytes.
 const (
@@ -68,6 +79,7 @@ type Client struct {
 	addr           string
 	source         string
 	connectTimeout time.Duration
+	readTimeout    time.Duration
 }
 
 // Option configures a Client.
@@ -84,9 +96,20 @@ func WithConnectTimeout(d time.Duration) Option {
 	return func(c *Client) { c.connectTimeout = d }
 }
 
+// WithReadTimeout bounds the calls that do not wait for a key (TryLock,
+// Unlock, ResetByKey, ResetBySource, and the release of Wait): from the end
+// of the connect to the answer, at most d. A call that runs out closes its
+// connection and returns an error that matches os.ErrDeadlineExceeded; the
+// server may or may not have applied the request. 0 means no bound beyond
+// the context's. The default is DefaultReadTimeout. Lock never has a read
+// timeout: it waits for its key however long that takes.
+func WithReadTimeout(d time.Duration) Option {
+	return func(c *Client) { c.readTimeout = d }
+}
+
 // New returns a client of the mutex port at addr ("host:port").
 func New(addr string, opts ...Option) *Client {
-	c := &Client{addr: addr, connectTimeout: DefaultConnectTimeout}
+	c := &Client{addr: addr, connectTimeout: DefaultConnectTimeout, readTimeout: DefaultReadTimeout}
 	for _, o := range opts {
 		o(c)
 	}
@@ -106,7 +129,8 @@ func (c *Client) Lock(ctx context.Context, key string) error {
 }
 
 // TryLock takes key only if it is free now. It returns nil when the key is
-// now held by this client and ErrBusy when another holds it.
+// now held by this client and ErrBusy when another holds it. It gives up
+// after the read timeout (WithReadTimeout); that is a failure, never ErrBusy.
 func (c *Client) TryLock(ctx context.Context, key string) error {
 	a, err := c.call(ctx, "trylock", key, actionTryLock, key, c.source)
 	if err == nil && a == answerBusy {
@@ -122,7 +146,8 @@ func (c *Client) Unlock(ctx context.Context, key string) error {
 }
 
 // Wait blocks until key is free and returns holding nothing: it takes the
-// key and releases it at once. Cancelling ctx withdraws the request.
+// key and releases it at once. Cancelling ctx withdraws the request. The
+// wait has no read timeout; the release has (WithReadTimeout).
 func (c *Client) Wait(ctx context.Context, key string) error {
 	if _, err := c.call(ctx, "wait", key, actionLock, key, c.source); err != nil {
 		return err
@@ -163,7 +188,7 @@ func EncodeRequest(action byte, key, source string) []byte {
 }
 
 // call sends one request and returns the answer byte: '+' or '#'. A '-'
-// becomes ErrFailed.
+// becomes ErrFailed. Every action but lock is bounded by the read timeout.
 func (c *Client) call(ctx context.Context, op, name string, action byte, key, source string) (byte, error) {
 	if action != actionResetSource && (key == "" || len(key) > MaxKeyLen) {
 		return 0, fmt.Errorf("%s %q: %w", op, key, ErrInvalidKey)
@@ -185,12 +210,17 @@ func (c *Client) call(ctx context.Context, op, name string, action byte, key, so
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
+	if action != actionLock && c.readTimeout > 0 {
+		if err := conn.SetDeadline(time.Now().Add(c.readTimeout)); err != nil {
+			return fail(err)
+		}
+	}
 	if _, err := conn.Write(EncodeRequest(action, key, source)); err != nil {
-		return fail(err)
+		return fail(c.timedOut(err))
 	}
 	var a [1]byte
 	if _, err := io.ReadFull(conn, a[:]); err != nil {
-		return fail(err)
+		return fail(c.timedOut(err))
 	}
 	switch a[0] {
 	case answerOK:
@@ -203,4 +233,12 @@ func (c *Client) call(ctx context.Context, op, name string, action byte, key, so
 		return fail(ErrFailed)
 	}
 	return fail(fmt.Errorf("%w %q", ErrProtocol, a[0]))
+}
+
+// timedOut says so when err is the read timeout running out.
+func (c *Client) timedOut(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("no answer within %v: %w", c.readTimeout, err)
+	}
+	return err
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
+	"github.com/locking-center/locking-center/internal/silentserver"
 	"github.com/locking-center/locking-center/mutex"
 	"github.com/locking-center/locking-center/oneshot"
 )
@@ -159,5 +160,91 @@ func TestContextDeadlineOnConnect(t *testing.T) {
 	err := lockingcenter.New(serverAddr).Lock(ctx, "client/deadline")
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Lock with an expired context = %v", err)
+	}
+}
+
+// fakeServer serves on 127.0.0.1 until the test ends and answers each
+// request with answer(action byte); false, or a nil answer, leaves it
+// unanswered.
+func fakeServer(t *testing.T, answer func(action byte) (byte, bool)) string {
+	t.Helper()
+	s, err := silentserver.Listen("127.0.0.1:0", answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s.Addr()
+}
+
+func TestReadTimeoutEndsEveryCallThatDoesNotWait(t *testing.T) {
+	c := lockingcenter.New(fakeServer(t, nil), lockingcenter.WithReadTimeout(50*time.Millisecond))
+	// The context only keeps a client without a read timeout from hanging
+	// the test: its end is not the error the calls must return.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for name, call := range map[string]func() error{
+		"TryLock":       func() error { return c.TryLock(ctx, "k") },
+		"Unlock":        func() error { return c.Unlock(ctx, "k") },
+		"ResetByKey":    func() error { return c.ResetByKey(ctx, "k") },
+		"ResetBySource": func() error { return c.ResetBySource(ctx, "s") },
+	} {
+		err := call()
+		if !errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, lockingcenter.ErrBusy) {
+			t.Errorf("%s against a silent server = %v, want a read timeout", name, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), "no answer within 50ms") {
+			t.Errorf("%s: error %q does not name the read timeout", name, err)
+		}
+	}
+}
+
+func TestReadTimeoutBoundsTheReleaseOfWait(t *testing.T) {
+	// The lock is granted at once; the unlock that follows is never answered.
+	addr := fakeServer(t, func(action byte) (byte, bool) { return '+', action == 1 })
+	c := lockingcenter.New(addr, lockingcenter.WithReadTimeout(50*time.Millisecond))
+	errc := make(chan error, 1)
+	go func() { errc <- c.Wait(context.Background(), "k") }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("Wait whose release is never answered = %v, want a read timeout", err)
+		}
+	case <-time.After(10 * time.Second):
+		// The release does not take the context's end, so without a
+		// read timeout it would never return.
+		t.Fatal("Wait whose release is never answered did not return")
+	}
+}
+
+func TestLockHasNoReadTimeout(t *testing.T) {
+	ctx := context.Background()
+	holder := lockingcenter.New(serverAddr)
+	if err := holder.Lock(ctx, "client/no-read-timeout"); err != nil {
+		t.Fatal(err)
+	}
+	// A read timeout on the lock would end it before the grant, which
+	// comes only once the request is parked.
+	waiter := lockingcenter.New(serverAddr, lockingcenter.WithReadTimeout(time.Nanosecond))
+	errc := make(chan error, 1)
+	go func() { errc <- waiter.Lock(ctx, "client/no-read-timeout") }()
+	waitParked(t, 1)
+	if err := holder.Unlock(ctx, "client/no-read-timeout"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Lock with a 1ns read timeout = %v, want the grant", err)
+	}
+	if err := holder.Unlock(ctx, "client/no-read-timeout"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestZeroReadTimeoutWaitsForTheContext(t *testing.T) {
+	c := lockingcenter.New(fakeServer(t, nil), lockingcenter.WithReadTimeout(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := c.TryLock(ctx, "k"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryLock without a read timeout = %v, want the context's deadline", err)
 	}
 }

@@ -1,7 +1,7 @@
 // Live scenarios of clients/conformance/run.sh for the JavaScript client.
 //
-// Reads LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR and LC_PROBE; prints one line
-// per scenario, "ok <id>" or "FAIL <id>: <reason>". Exits 1 when a scenario
+// Reads LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR, LC_SILENT_ADDR and LC_PROBE;
+// prints one line per scenario, "ok <id>" or "FAIL <id>: <reason>". Exits 1 when a scenario
 // failed, 2 when the environment is incomplete.
 
 import { execFile } from 'node:child_process';
@@ -12,15 +12,18 @@ import { Client, LockingCenterError } from './src/index.js';
 const run = promisify(execFile);
 const LIMIT = 60_000; // ms a scenario may take
 const PREFIX = 'javascript/';
+const SILENT_TIMEOUT = 1000; // ms, the read timeout of silent-server-times-out
+const SILENT_BOUND = 10 * SILENT_TIMEOUT; // each call must return well within this
 
 const env = {
   addr: process.env.LC_ADDR,
   manager: process.env.LC_MANAGER_ADDR,
   dead: process.env.LC_DEAD_ADDR,
+  silent: process.env.LC_SILENT_ADDR,
   probe: process.env.LC_PROBE,
 };
-if (!env.addr || !env.manager || !env.dead || !env.probe) {
-  console.error('conformance: LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR and LC_PROBE must be set');
+if (!env.addr || !env.manager || !env.dead || !env.silent || !env.probe) {
+  console.error('conformance: LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR, LC_SILENT_ADDR and LC_PROBE must be set');
   process.exit(2);
 }
 
@@ -184,6 +187,30 @@ const scenarios = {
     expect(err === null, `waiter B: ${err}`);
     await expectHolder(key, 'javascript-b');
     await b.unlock(key);
+  },
+
+  async 'silent-server-times-out'() {
+    const c = new Client(env.silent, { source: 'javascript-silent', readTimeout: SILENT_TIMEOUT });
+    const key = PREFIX + 'silent';
+    const calls = {
+      tryLock: () => c.tryLock(key),
+      unlock: () => c.unlock(key),
+      resetByKey: () => c.resetByKey(key),
+      resetBySource: () => c.resetBySource('javascript-silent'),
+    };
+    for (const [name, call] of Object.entries(calls)) {
+      let timer;
+      const bound = new Promise((resolve) => (timer = setTimeout(resolve, SILENT_BOUND, 'bound')));
+      const start = performance.now();
+      const result = await Promise.race([call().then((v) => ({ value: v }), (err) => ({ err })), bound]);
+      const took = performance.now() - start;
+      clearTimeout(timer);
+      expect(result !== 'bound', `${name} at a silent server did not return within ${SILENT_BOUND} ms`);
+      expect(!('value' in result), `${name} at a silent server resolved ${result.value}${result.value === false ? ' (busy)' : ''}`);
+      const { err } = result;
+      expect(err?.code === 'ERR_CONNECTION' && err.cause?.code === 'ETIMEDOUT', `${name} at a silent server: ${err}, want the read timeout`);
+      expect(took < SILENT_BOUND, `${name} at a silent server took ${Math.round(took)} ms, want well under ${SILENT_BOUND}`);
+    }
   },
 };
 

@@ -1,6 +1,7 @@
 """Live scenarios of clients/conformance/run.sh for the Python client.
 
-Reads LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR and LC_PROBE; prints one line
+Reads LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR, LC_SILENT_ADDR and LC_PROBE;
+prints one line
 per scenario, "ok <id>" or "FAIL <id>: <reason>". Exits 1 when a scenario
 failed, 2 when the environment is incomplete.
 """
@@ -11,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "src"))
@@ -20,6 +22,7 @@ from lockingcenter import (  # noqa: E402
     Client,
     InvalidKeyError,
     LockingCenterError,
+    ReadTimeoutError,
     RefusedError,
 )
 
@@ -36,6 +39,7 @@ class Env:
         self.addr = os.environ["LC_ADDR"]
         self.manager = os.environ["LC_MANAGER_ADDR"]
         self.dead = os.environ["LC_DEAD_ADDR"]
+        self.silent = os.environ["LC_SILENT_ADDR"]
         self.probe = os.environ["LC_PROBE"]
 
     def client(self, source: str = "") -> Client:
@@ -72,10 +76,10 @@ class Background:
         except BaseException as e:  # noqa: BLE001 - handed to the scenario
             self.error = e
 
-    def join(self) -> BaseException | None:
-        self._thread.join(LIMIT)
+    def join(self, limit: float = LIMIT) -> BaseException | None:
+        self._thread.join(limit)
         if self._thread.is_alive():
-            raise ScenarioError(f"background call still blocked after {LIMIT} s")
+            raise ScenarioError(f"background call still blocked after {limit} s")
         return self.error
 
 
@@ -223,6 +227,33 @@ def cancel_withdraws(e: Env) -> None:
     b.unlock(key)
 
 
+SILENT_TIMEOUT = 1.0  # the read timeout of silent-server-times-out, seconds
+SILENT_BOUND = 10 * SILENT_TIMEOUT  # each call must return well within this
+
+
+def silent_server_times_out(e: Env) -> None:
+    c = Client(e.silent, source="python-silent", read_timeout=SILENT_TIMEOUT)
+    key = PREFIX + "silent"
+    calls: list[tuple[str, Callable[[], object]]] = [
+        ("try_lock", lambda: c.try_lock(key)),
+        ("unlock", lambda: c.unlock(key)),
+        ("reset_by_key", lambda: c.reset_by_key(key)),
+        ("reset_by_source", lambda: c.reset_by_source("python-silent")),
+    ]
+    for name, call in calls:
+        result: list[object] = []
+        start = time.monotonic()
+        err = Background(lambda call=call: result.append(call())).join(SILENT_BOUND)
+        took = time.monotonic() - start
+        if err is None:
+            busy = " (busy)" if result == [False] else ""
+            raise ScenarioError(f"{name} at a silent server returned {result[0]!r}{busy}, want ReadTimeoutError")
+        if not isinstance(err, ReadTimeoutError):
+            raise ScenarioError(f"{name} at a silent server: {err!r}, want ReadTimeoutError")
+        if took >= SILENT_BOUND:
+            raise ScenarioError(f"{name} at a silent server took {took:.1f} s, want well under {SILENT_BOUND} s")
+
+
 SCENARIOS = [
     ("lock-unlock", lock_unlock),
     ("trylock-busy", trylock_busy),
@@ -234,6 +265,7 @@ SCENARIOS = [
     ("binary-key", binary_key),
     ("refused-connection", refused_connection),
     ("cancel-withdraws", cancel_withdraws),
+    ("silent-server-times-out", silent_server_times_out),
 ]
 
 

@@ -50,7 +50,11 @@ With -d it prints a table instead, one row per held key:
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Stdout = cmd.OutOrStdout()
 			opts.Signals = f.sys.Signals
-			opts.Manager = f.managerClient()
+			m, err := f.managerClient()
+			if err != nil {
+				return err
+			}
+			opts.Manager = m
 			opts.Location = f.sys.Location
 			return runKeys(cmd.Context(), opts)
 		},

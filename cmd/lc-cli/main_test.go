@@ -116,6 +116,12 @@ type testServer struct {
 // nil, is the table's clock.
 func startServer(t *testing.T, now func() time.Time) *testServer {
 	t.Helper()
+	return startServerOn(t, listen(t), listen(t), now)
+}
+
+// startServerOn is startServer on the listeners given.
+func startServerOn(t *testing.T, mutexLn, managerLn net.Listener, now func() time.Time) *testServer {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(tLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s := &testServer{table: mutex.NewNode(mutex.NodeConfig{Clock: now})}
 	t.Cleanup(s.table.Close)
@@ -124,8 +130,6 @@ func startServer(t *testing.T, now func() time.Time) *testServer {
 		t.Fatal(err)
 	}
 	s.managerSrv = manager.NewServer(s.table, manager.Config{Logger: log})
-	mutexLn := listen(t)
-	managerLn := listen(t)
 	s.addr, s.managerAddr = mutexLn.Addr().String(), managerLn.Addr().String()
 	s.served.Go(func() { s.mutexSrv.Serve(context.Background(), mutexLn) })
 	s.served.Go(func() { s.managerSrv.Serve(context.Background(), managerLn) })

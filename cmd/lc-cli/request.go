@@ -10,8 +10,9 @@ import (
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
 )
 
-// releaseTimeout bounds the unlock lc-cli sends after a command ends or
-// after a grant that raced a signal.
+// releaseTimeout bounds, connect included, the unlock lc-cli sends after a
+// command ends or after a grant that raced a signal; the read timeout
+// (--timeout) bounds its answer too.
 const releaseTimeout = 15 * time.Second
 
 // keyRequest is what the commands that send one key to the mutex port

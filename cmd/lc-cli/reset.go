@@ -51,8 +51,12 @@ given with --hex (ff00) or --quoted, as keys prints it ('"a\x00b"').`,
 		},
 		ValidArgsFunction: f.completeHeld(in, func() bool { return opts.BySource }),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := f.managerClient()
+			if err != nil {
+				return err
+			}
 			opts.Signals = f.sys.Signals
-			opts.Manager = f.managerClient()
+			opts.Manager = m
 			opts.Arg = in.value
 			return runReset(cmd.Context(), opts)
 		},
@@ -91,9 +95,12 @@ func (f *factory) completeHeld(in *keyInput, sources func() bool) func(*cobra.Co
 		if len(args) > 0 || f.resolve(cmd.Flags()) != nil {
 			return nil, none
 		}
+		m, err := f.managerClient()
+		if err != nil {
+			return nil, none
+		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
 		defer cancel()
-		m := f.managerClient()
 		var names []string
 		if sources() {
 			holders, _ := m.Holders(ctx)

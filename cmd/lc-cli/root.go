@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ const (
 	defaultAddress        = "localhost:22119"
 	defaultManagerAddress = "localhost:22120"
 	defaultConnectTimeout = 5 * time.Second
+	defaultTimeout        = 10 * time.Second
 )
 
 // globalOptions are the flags every command shares, resolved from the
@@ -24,6 +27,7 @@ type globalOptions struct {
 	ManagerAddress string        // management port, host:port
 	Source         string        // owner name sent with lock and trylock, 0..127 bytes
 	ConnectTimeout time.Duration // bound on each TCP connect, positive
+	Timeout        time.Duration // bound on the answer of a request that does not wait for a key, positive
 }
 
 // factory hands the commands what they share: the process's streams and
@@ -31,18 +35,30 @@ type globalOptions struct {
 type factory struct {
 	sys    system
 	global globalOptions
+	// managerErr is why the management address could not be derived from
+	// the mutex address; only the commands that use it fail with it.
+	managerErr error
 }
 
 // mutexClient returns a client of the mutex port.
 func (f *factory) mutexClient() *lockingcenter.Client {
 	return lockingcenter.New(f.global.Address,
 		lockingcenter.WithSource(f.global.Source),
-		lockingcenter.WithConnectTimeout(f.global.ConnectTimeout))
+		lockingcenter.WithConnectTimeout(f.global.ConnectTimeout),
+		lockingcenter.WithReadTimeout(f.global.Timeout))
 }
 
-// managerClient returns a client of the management port.
-func (f *factory) managerClient() *manager.Client {
-	return &manager.Client{Addr: f.global.ManagerAddress, ConnectTimeout: f.global.ConnectTimeout}
+// managerClient returns a client of the management port, or the usage
+// error of a management address that could not be derived.
+func (f *factory) managerClient() (*manager.Client, error) {
+	if f.managerErr != nil {
+		return nil, f.managerErr
+	}
+	return &manager.Client{
+		Addr:           f.global.ManagerAddress,
+		ConnectTimeout: f.global.ConnectTimeout,
+		ReadTimeout:    f.global.Timeout,
+	}, nil
 }
 
 // envSetting ties a global flag to its environment variable.
@@ -55,6 +71,7 @@ var envSettings = []envSetting{
 	{"manager-address", "LC_MANAGER_ADDRESS"},
 	{"source", "LC_SOURCE"},
 	{"connect-timeout", "LC_CONNECT_TIMEOUT"},
+	{"timeout", "LC_TIMEOUT"},
 }
 
 func newRootCommand(sys system) *cobra.Command {
@@ -87,9 +104,10 @@ the command, or lc-cli while waiting, ended by signal N.`,
 
 	fs := root.PersistentFlags()
 	fs.StringVar(&f.global.Address, "address", defaultAddress, "mutex port of the server, host:port [$LC_ADDRESS]")
-	fs.StringVar(&f.global.ManagerAddress, "manager-address", defaultManagerAddress, "management port of the server, host:port [$LC_MANAGER_ADDRESS]")
+	fs.StringVar(&f.global.ManagerAddress, "manager-address", defaultManagerAddress, "management port of the server, host:port; when only --address is given, its host and port+1, as lcd does [$LC_MANAGER_ADDRESS]")
 	fs.StringVar(&f.global.Source, "source", defaultSource(sys.Hostname), "owner name sent with lock and trylock, at most 127 bytes; reset -s matches it [$LC_SOURCE]")
 	fs.DurationVar(&f.global.ConnectTimeout, "connect-timeout", defaultConnectTimeout, "bound on each TCP connect; a server that does not accept in time is a failure [$LC_CONNECT_TIMEOUT]")
+	fs.DurationVar(&f.global.Timeout, "timeout", defaultTimeout, "bound on the answer to every request that does not wait for a key (all but lock and the wait of wait); a server that does not answer in time is a failure [$LC_TIMEOUT]")
 
 	root.AddCommand(
 		newKeysCommand(f),
@@ -139,7 +157,34 @@ func (f *factory) resolve(fs *pflag.FlagSet) error {
 	if f.global.ConnectTimeout <= 0 {
 		return usagef("connect timeout %v: want a positive duration such as 5s", f.global.ConnectTimeout)
 	}
+	if f.global.Timeout <= 0 {
+		return usagef("timeout %v: want a positive duration such as 10s", f.global.Timeout)
+	}
+	f.managerErr = nil
+	if fs.Changed("address") && !fs.Changed("manager-address") {
+		f.global.ManagerAddress, f.managerErr = managerAddressOf(f.global.Address)
+	}
 	return nil
+}
+
+// managerAddressOf derives the management address from the mutex address
+// as lcd does: the same host, port+1.
+func managerAddressOf(address string) (string, error) {
+	cannot := func(why string) (string, error) {
+		return "", usagef("cannot derive the management address from the mutex address %q: %s; give --manager-address or $LC_MANAGER_ADDRESS", address, why)
+	}
+	host, portStr, err := net.SplitHostPort(address)
+	if err != nil {
+		return cannot("want host:port")
+	}
+	port, err := strconv.Atoi(portStr)
+	switch {
+	case err != nil || port < 1 || port > 65535:
+		return cannot("the port is not a number from 1 to 65534")
+	case port == 65535:
+		return cannot("port 65535 leaves no room for port+1")
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port+1)), nil
 }
 
 // checkKey rejects a key the server would refuse, before any connection.

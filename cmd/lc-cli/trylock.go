@@ -22,8 +22,9 @@ func newTryLockCommand(f *factory) *cobra.Command {
 
 Exit 0: the key is now held by this source and stays held after lc-cli
 exits, until unlock or reset. Exit 1: somebody else holds it; nothing is
-printed. Exit 2: the request failed (server unreachable, refused, or too
-slow to accept the connection); that is never reported as exit 1.`,
+printed. Exit 2: the request failed (server unreachable, refused, too
+slow to accept the connection, or no answer within --timeout); that is
+never reported as exit 1.`,
 		Args: in.oneKey,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.keyRequest = f.keyRequest(in.value)

@@ -13,7 +13,12 @@
  *
  * Functions return an lc_status: LC_OK, or a negative error code that
  * lc_strerror describes. For LC_ERR_CONNECT and LC_ERR_IO, errno holds the
- * system error on return. An lc_client is read-only during calls, so one
+ * system error on return.
+ *
+ * Every call that does not wait for a key (lc_trylock, lc_unlock, the
+ * resets, and the release of lc_wait) gives up after the client's
+ * read_timeout_ms with LC_ERR_READ_TIMEOUT, so a server that accepts and
+ * never answers cannot hang it. A lock has no read timeout. An lc_client is read-only during calls, so one
  * client may be shared by several threads.
  *
  * Requires C11 and POSIX sockets. Link with the static library liblockingcenter.a.
@@ -38,6 +43,9 @@ extern "C" {
 /* Connect timeout a client starts with, in milliseconds. */
 #define LC_DEFAULT_CONNECT_TIMEOUT_MS 5000
 
+/* Read timeout a client starts with, in milliseconds. */
+#define LC_DEFAULT_READ_TIMEOUT_MS 10000
+
 /* Results of the library. Every value other than LC_OK is a failure. */
 typedef enum lc_status {
     LC_OK = 0,
@@ -53,7 +61,8 @@ typedef enum lc_status {
     LC_ERR_PROTOCOL = -10,       /* the server answered a byte the protocol does not define */
     LC_ERR_CANCELLED = -11,      /* the lc_cancel was fired; the request is withdrawn */
     LC_ERR_TIMEOUT = -12,        /* the deadline passed; the request is withdrawn */
-    LC_ERR_SYSTEM = -13          /* a system resource (socket, pipe) was unavailable; see errno */
+    LC_ERR_SYSTEM = -13,         /* a system resource (socket, pipe) was unavailable; see errno */
+    LC_ERR_READ_TIMEOUT = -14    /* no answer within read_timeout_ms; whether the server applied it is unknown */
 } lc_status;
 
 /* Action bytes of the mutex port. */
@@ -73,7 +82,9 @@ typedef enum lc_action {
 /*
  * A client of one server. Fill it with lc_client_init; connect_timeout_ms
  * may be changed afterwards (a value <= 0 leaves the connect unbounded
- * except by the system and by a call's own deadline).
+ * except by the system and by a call's own deadline), and so may
+ * read_timeout_ms: the bound, from the connect to the answer, on every call
+ * that does not wait for a key (a value <= 0 leaves them unbounded).
  */
 typedef struct lc_client {
     char host[256];
@@ -81,6 +92,7 @@ typedef struct lc_client {
     unsigned char source[LC_MAX_SOURCE_LEN];
     size_t source_len;
     int connect_timeout_ms;
+    int read_timeout_ms;
 } lc_client;
 
 /*
@@ -122,7 +134,8 @@ lc_status lc_lock_cancellable(const lc_client *c, const void *key, size_t key_le
 /*
  * lc_trylock takes key only if it is free now. On LC_OK, *acquired tells
  * whether this client now holds the key (true) or another holder has it
- * (false, "busy": not a failure).
+ * (false, "busy": not a failure). LC_ERR_READ_TIMEOUT when no answer came
+ * within read_timeout_ms.
  */
 lc_status lc_trylock(const lc_client *c, const void *key, size_t key_len, bool *acquired);
 
@@ -132,7 +145,8 @@ lc_status lc_unlock(const lc_client *c, const void *key, size_t key_len);
 /*
  * lc_wait blocks until key is free and returns holding nothing: it takes
  * the key and releases it at once. lc_wait_cancellable bounds the wait as
- * lc_lock_cancellable does; the release itself is never cancelled.
+ * lc_lock_cancellable does; the release itself is never cancelled, and is
+ * bounded by read_timeout_ms as lc_unlock is.
  */
 lc_status lc_wait(const lc_client *c, const void *key, size_t key_len);
 lc_status lc_wait_cancellable(const lc_client *c, const void *key, size_t key_len,

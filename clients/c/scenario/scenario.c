@@ -4,7 +4,8 @@
  * "ok <id>" or "FAIL <id>: <reason>".
  *
  * Environment: LC_ADDR (mutex port), LC_MANAGER_ADDR, LC_DEAD_ADDR (nothing
- * listens there), LC_PROBE (helper that inspects the server).
+ * listens there), LC_SILENT_ADDR (accepts and never answers), LC_PROBE
+ * (helper that inspects the server).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *addr, *manager_addr, *dead_addr, *probe;
+static const char *addr, *manager_addr, *dead_addr, *silent_addr, *probe;
+
+/* The read timeout of silent-server-times-out, and the bound each call must
+ * return well within, in milliseconds. */
+#define SILENT_TIMEOUT_MS 1000
+#define SILENT_BOUND_MS (10 * SILENT_TIMEOUT_MS)
 static char reason[512];
 
 /* failf records why a scenario failed and returns false. */
@@ -333,13 +340,97 @@ static bool cancel_withdraws(void) {
     return good;
 }
 
+/* A call that does not wait for a key, run on its own thread. */
+typedef struct silent_call {
+    const lc_client *client;
+    const char *name;
+    lc_action action;
+    lc_status result;
+    bool acquired; /* trylock */
+    bool done;     /* guarded by mu */
+} silent_call;
+
+static void *run_silent_call(void *arg) {
+    silent_call *s = arg;
+    const char *k = "c/silent";
+    switch (s->action) {
+    case LC_ACTION_TRYLOCK:
+        s->result = lc_trylock(s->client, k, strlen(k), &s->acquired);
+        break;
+    case LC_ACTION_UNLOCK:
+        s->result = lc_unlock(s->client, k, strlen(k));
+        break;
+    case LC_ACTION_RESET_KEY:
+        s->result = lc_reset_by_key(s->client, k, strlen(k));
+        break;
+    default:
+        s->result = lc_reset_by_source(s->client, "c-silent", 8);
+        break;
+    }
+    pthread_mutex_lock(&mu);
+    s->done = true;
+    pthread_cond_broadcast(&changed);
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+static int64_t monotonic_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static bool silent_server_times_out(void) {
+    lc_client c;
+    if (!client(&c, silent_addr, "c-silent")) return false;
+    c.read_timeout_ms = SILENT_TIMEOUT_MS;
+    static silent_call calls[] = {
+        {.name = "trylock", .action = LC_ACTION_TRYLOCK},
+        {.name = "unlock", .action = LC_ACTION_UNLOCK},
+        {.name = "reset by key", .action = LC_ACTION_RESET_KEY},
+        {.name = "reset by source", .action = LC_ACTION_RESET_SOURCE},
+    };
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        silent_call *s = &calls[i];
+        s->client = &c;
+        int64_t start = monotonic_ms();
+        pthread_t t;
+        pthread_create(&t, NULL, run_silent_call, s);
+        struct timespec limit;
+        in_seconds(&limit, SILENT_BOUND_MS / 1000);
+        pthread_mutex_lock(&mu);
+        while (!s->done && pthread_cond_timedwait(&changed, &mu, &limit) != ETIMEDOUT) {
+        }
+        bool done = s->done;
+        pthread_mutex_unlock(&mu);
+        if (!done) {
+            /* The thread is left behind; the process ends after this scenario. */
+            pthread_detach(t);
+            return failf("%s at a silent server did not return within %d ms", s->name, SILENT_BOUND_MS);
+        }
+        pthread_join(t, NULL);
+        int64_t took = monotonic_ms() - start;
+        if (s->result == LC_OK) {
+            return failf("%s at a silent server succeeded%s", s->name, s->action == LC_ACTION_TRYLOCK && !s->acquired ? " (busy)" : "");
+        }
+        if (s->result != LC_ERR_READ_TIMEOUT) {
+            return failf("%s at a silent server gave %s, want the read timeout", s->name, lc_strerror(s->result));
+        }
+        if (took >= SILENT_BOUND_MS) {
+            return failf("%s at a silent server took %lld ms, want well under %d", s->name, (long long)took, SILENT_BOUND_MS);
+        }
+    }
+    return true;
+}
+
 int main(void) {
     addr = getenv("LC_ADDR");
     manager_addr = getenv("LC_MANAGER_ADDR");
     dead_addr = getenv("LC_DEAD_ADDR");
+    silent_addr = getenv("LC_SILENT_ADDR");
     probe = getenv("LC_PROBE");
-    if (!addr || !manager_addr || !dead_addr || !probe) {
-        fprintf(stderr, "scenario: LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR and LC_PROBE must be set\n");
+    if (!addr || !manager_addr || !dead_addr || !silent_addr || !probe) {
+        fprintf(stderr, "scenario: LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR, LC_SILENT_ADDR and LC_PROBE must be set\n");
         return 2;
     }
     struct {
@@ -356,6 +447,7 @@ int main(void) {
         {"binary-key", binary_key},
         {"refused-connection", refused_connection},
         {"cancel-withdraws", cancel_withdraws},
+        {"silent-server-times-out", silent_server_times_out},
     };
     int failures = 0;
     for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {

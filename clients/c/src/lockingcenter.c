@@ -219,16 +219,26 @@ static lc_status recv_answer(int fd, unsigned char *answer, const lc_cancel *can
     }
 }
 
-/* call sends one request and reads its answer byte. */
-static lc_status call(const lc_client *c, const unsigned char *req, size_t req_len,
+/*
+ * call sends one request and reads its answer byte. Every action but a lock
+ * is bounded, from the connect on, by the client's read timeout.
+ */
+static lc_status call(const lc_client *c, lc_action action, const unsigned char *req, size_t req_len,
                       const lc_cancel *cancel, int timeout_ms, unsigned char *answer) {
     if (fired(cancel)) return LC_ERR_CANCELLED;
     int64_t deadline = after(timeout_ms);
     int fd = -1;
     lc_status st = dial(c, cancel, deadline, &fd);
     if (st != LC_OK) return st;
-    st = send_all(fd, req, req_len, cancel, deadline);
-    if (st == LC_OK) st = recv_answer(fd, answer, cancel, deadline);
+    /* A lock waits for its key as long as it takes: no read timeout. */
+    bool timed = action != LC_ACTION_LOCK && c->read_timeout_ms > 0;
+    int64_t limit = timed ? earliest(deadline, after(c->read_timeout_ms)) : deadline;
+    st = send_all(fd, req, req_len, cancel, limit);
+    if (st == LC_OK) st = recv_answer(fd, answer, cancel, limit);
+    if (st == LC_ERR_TIMEOUT && timed && !passed(deadline)) {
+        st = LC_ERR_READ_TIMEOUT;
+        errno = ETIMEDOUT;
+    }
     close_keep_errno(fd);
     return st;
 }
@@ -243,7 +253,7 @@ static lc_status request(const lc_client *c, lc_action action, const void *key, 
     lc_status st = lc_encode_request(action, key, key_len, source, source_len, req, &req_len);
     if (st != LC_OK) return st;
     unsigned char answer = 0;
-    st = call(c, req, req_len, cancel, timeout_ms, &answer);
+    st = call(c, action, req, req_len, cancel, timeout_ms, &answer);
     if (st != LC_OK) return st;
     bool lost = false;
     st = lc_decode_answer(action, answer, &lost);
@@ -281,6 +291,7 @@ lc_status lc_client_init(lc_client *c, const char *address, const void *source, 
     if (source_len > 0) memcpy(c->source, source, source_len);
     c->source_len = source_len;
     c->connect_timeout_ms = LC_DEFAULT_CONNECT_TIMEOUT_MS;
+    c->read_timeout_ms = LC_DEFAULT_READ_TIMEOUT_MS;
     return LC_OK;
 }
 
@@ -443,6 +454,8 @@ const char *lc_strerror(lc_status status) {
         return "deadline passed";
     case LC_ERR_SYSTEM:
         return "system resource unavailable";
+    case LC_ERR_READ_TIMEOUT:
+        return "no answer within the read timeout";
     }
     return "unknown status";
 }

@@ -105,8 +105,10 @@ typedef struct fake {
     int listener;
     char addr[64];
     int conns;           /* connections to serve, one request each */
-    enum reply reply;
+    enum reply reply[4]; /* per connection */
     unsigned char answer;
+    bool gated;          /* answers wait until fake_open */
+    bool open;           /* guarded by mu */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cond;
@@ -165,10 +167,13 @@ static void *fake_serve(void *arg) {
         f->requests++;
         pthread_cond_broadcast(&f->cond);
         pthread_mutex_unlock(&f->mu);
-        if (f->reply == REPLY_ANSWER) {
+        if (f->reply[i] == REPLY_ANSWER) {
+            pthread_mutex_lock(&f->mu);
+            while (f->gated && !f->open) pthread_cond_wait(&f->cond, &f->mu);
+            pthread_mutex_unlock(&f->mu);
             ssize_t w = send(c, &f->answer, 1, 0);
             (void)w;
-        } else if (f->reply == REPLY_HANG) {
+        } else if (f->reply[i] == REPLY_HANG) {
             unsigned char x;
             ssize_t r = recv(c, &x, 1, 0);
             bool eof = r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
@@ -181,15 +186,31 @@ static void *fake_serve(void *arg) {
     return NULL;
 }
 
-static void fake_start(fake *f, int conns, enum reply reply, unsigned char answer) {
+/* fake_start_each serves conns connections (at most 4), the i-th as
+ * reply[i] says; with gated, answers wait until fake_open. */
+static void fake_start_each(fake *f, int conns, const enum reply *reply, unsigned char answer, bool gated) {
     memset(f, 0, sizeof *f);
     f->listener = listen_loopback(f->addr, sizeof f->addr);
     f->conns = conns;
-    f->reply = reply;
+    for (int i = 0; i < conns; i++) f->reply[i] = reply[i];
     f->answer = answer;
+    f->gated = gated;
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cond, NULL);
     pthread_create(&f->thread, NULL, fake_serve, f);
+}
+
+static void fake_start(fake *f, int conns, enum reply reply, unsigned char answer) {
+    enum reply each[4] = {reply, reply, reply, reply};
+    fake_start_each(f, conns, each, answer, false);
+}
+
+/* fake_open lets a gated server answer. */
+static void fake_open(fake *f) {
+    pthread_mutex_lock(&f->mu);
+    f->open = true;
+    pthread_cond_broadcast(&f->cond);
+    pthread_mutex_unlock(&f->mu);
 }
 
 /* fake_wait_requests blocks until n complete requests have arrived. */
@@ -486,6 +507,71 @@ static bool test_closed_without_answer(void) {
     return true;
 }
 
+static bool test_read_timeout_ends_calls_that_do_not_wait(void) {
+    struct {
+        const char *name;
+        int action;
+    } calls[] = {
+        {"trylock", LC_ACTION_TRYLOCK},
+        {"unlock", LC_ACTION_UNLOCK},
+        {"reset by key", LC_ACTION_RESET_KEY},
+        {"reset by source", LC_ACTION_RESET_SOURCE},
+    };
+    bytes k = {.b = {'k'}, .n = 1}, src = {.b = {'s'}, .n = 1};
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        /* The server gives up after 10 s and closes: without a read
+         * timeout the call fails with LC_ERR_CLOSED instead. */
+        fake f;
+        fake_start(&f, 1, REPLY_HANG, 0);
+        lc_client c;
+        lc_client_init(&c, f.addr, NULL, 0);
+        c.read_timeout_ms = 50;
+        bool acquired = true;
+        lc_status st = perform(&c, calls[i].action, &k, &src, &acquired);
+        fake_stop(&f);
+        CHECK(st == LC_ERR_READ_TIMEOUT, "%s gave %s", calls[i].name, lc_strerror(st));
+        CHECK(!acquired, "%s reported acquired", calls[i].name);
+        CHECK(f.eof_after_hang, "%s: server did not see the connection close", calls[i].name);
+    }
+    return true;
+}
+
+static bool test_read_timeout_ends_the_release_of_wait(void) {
+    /* The lock is granted at once; the unlock after it is never answered. */
+    enum reply replies[2] = {REPLY_ANSWER, REPLY_HANG};
+    fake f;
+    fake_start_each(&f, 2, replies, LC_ANSWER_OK, false);
+    lc_client c;
+    lc_client_init(&c, f.addr, NULL, 0);
+    c.read_timeout_ms = 50;
+    lc_status st = lc_wait(&c, "k", 1);
+    fake_stop(&f);
+    CHECK(st == LC_ERR_READ_TIMEOUT, "wait gave %s", lc_strerror(st));
+    CHECK(f.requests == 2 && f.got[1].b[0] == LC_ACTION_UNLOCK, "the unlock never arrived");
+    return true;
+}
+
+static bool test_lock_has_no_read_timeout(void) {
+    enum reply replies[1] = {REPLY_ANSWER};
+    fake f;
+    fake_start_each(&f, 1, replies, LC_ANSWER_OK, true);
+    lc_client c;
+    lc_client_init(&c, f.addr, NULL, 0);
+    c.read_timeout_ms = 10;
+    lock_job job = {.client = &c, .timeout_ms = -1};
+    pthread_t t;
+    pthread_create(&t, NULL, run_lock, &job);
+    fake_wait_requests(&f, 1);
+    /* Fifty read timeouts pass before the grant. */
+    struct timespec pause = {.tv_nsec = 500 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    fake_open(&f);
+    pthread_join(t, NULL);
+    fake_stop(&f);
+    CHECK(job.result == LC_OK, "lock gave %s", lc_strerror(job.result));
+    return true;
+}
+
 static bool test_refused_connection_is_a_failure(void) {
     char addr[64];
     close(listen_loopback(addr, sizeof addr)); /* the port is now closed */
@@ -525,6 +611,7 @@ static bool test_addresses(void) {
         CHECK(strcmp(c.host, cases[i].host) == 0 && strcmp(c.port, cases[i].port) == 0, "%s: parsed %s / %s",
               cases[i].addr, c.host, c.port);
         CHECK(c.connect_timeout_ms == LC_DEFAULT_CONNECT_TIMEOUT_MS, "default connect timeout");
+        CHECK(c.read_timeout_ms == LC_DEFAULT_READ_TIMEOUT_MS, "default read timeout");
     }
     lc_client c;
     CHECK(lc_client_init(&c, NULL, NULL, 0) == LC_ERR_INVALID_ARGUMENT, "NULL address");
@@ -553,6 +640,9 @@ int main(int argc, char **argv) {
         {"deadline_closes_connection", test_deadline_closes_connection},
         {"wait_locks_then_unlocks", test_wait_locks_then_unlocks},
         {"closed_without_answer", test_closed_without_answer},
+        {"read_timeout_ends_calls_that_do_not_wait", test_read_timeout_ends_calls_that_do_not_wait},
+        {"read_timeout_ends_the_release_of_wait", test_read_timeout_ends_the_release_of_wait},
+        {"lock_has_no_read_timeout", test_lock_has_no_read_timeout},
         {"refused_connection_is_a_failure", test_refused_connection_is_a_failure},
         {"addresses", test_addresses},
     };

@@ -7,6 +7,9 @@
 //	                                   in hex, or "free"; exit 0
 //	probe free-addr                    print a 127.0.0.1:port where nothing
 //	                                   listens (bound, then closed)
+//	probe silent-server                listen on 127.0.0.1:0, print the address,
+//	                                   then accept connections and never answer
+//	                                   them, until SIGTERM or SIGINT; exit 0
 //
 // Any other failure (bad arguments, manager unreachable) exits 2 with a
 // message on stderr.
@@ -20,9 +23,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
+	"github.com/locking-center/locking-center/internal/silentserver"
 	"github.com/locking-center/locking-center/manager"
 )
 
@@ -42,7 +48,8 @@ const (
 const usage = `usage:
   probe waiters MANAGER_ADDR KEY N
   probe holder MANAGER_ADDR HEXKEY
-  probe free-addr`
+  probe free-addr
+  probe silent-server`
 
 // errUsage marks bad arguments.
 var errUsage = errors.New("bad arguments")
@@ -51,10 +58,14 @@ var errUsage = errors.New("bad arguments")
 var errTimeout = errors.New("timed out")
 
 func main() {
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, waitLimit))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, waitLimit)
+	stop()
+	os.Exit(code)
 }
 
-// run is probe without the process; limit bounds the waiters command.
+// run is probe without the process; limit bounds the waiters command, and
+// the end of ctx ends silent-server.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, limit time.Duration) int {
 	err := dispatch(ctx, args, stdout, limit)
 	switch {
@@ -97,6 +108,8 @@ func dispatch(ctx context.Context, args []string, stdout io.Writer, limit time.D
 		}
 		_, err = fmt.Fprintln(stdout, h.Source)
 		return err
+	case cmd == "silent-server" && len(rest) == 0:
+		return serveSilently(ctx, stdout)
 	case cmd == "free-addr" && len(rest) == 0:
 		addr, err := freeAddr()
 		if err != nil {
@@ -151,4 +164,19 @@ func freeAddr() (string, error) {
 	}
 	addr := ln.Addr().String()
 	return addr, ln.Close()
+}
+
+// serveSilently runs a server on 127.0.0.1 that accepts connections and
+// never answers, prints its address, and stops when ctx ends.
+func serveSilently(ctx context.Context, stdout io.Writer) error {
+	s, err := silentserver.Listen("127.0.0.1:0", nil)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if _, err := fmt.Fprintln(stdout, s.Addr()); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return s.Close()
 }

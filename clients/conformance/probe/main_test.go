@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
+	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -116,5 +119,28 @@ func TestUsageAndErrors(t *testing.T) {
 		if code, _ := runProbe(t, time.Second, args...); code != exitError {
 			t.Errorf("probe %q: exit %d, want %d", args, code, exitError)
 		}
+	}
+}
+
+func TestSilentServerNeverAnswers(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	out, w := io.Pipe()
+	var errOut bytes.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"silent-server"}, w, &errOut, time.Second)
+		w.Close()
+	}()
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no address printed: %v", err)
+	}
+	c := lockingcenter.New(strings.TrimSpace(addr), lockingcenter.WithReadTimeout(50*time.Millisecond))
+	if err := c.TryLock(context.Background(), "k"); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("trylock at the silent server = %v, want a read timeout", err)
+	}
+	cancel()
+	if got := <-code; got != exitOK {
+		t.Fatalf("silent-server exit %d after its context ended, stderr %q", got, errOut.String())
 	}
 }

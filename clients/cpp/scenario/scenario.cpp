@@ -3,7 +3,8 @@
 // "ok <id>" or "FAIL <id>: <reason>".
 //
 // Environment: LC_ADDR (mutex port), LC_MANAGER_ADDR, LC_DEAD_ADDR (nothing
-// listens there), LC_PROBE (helper that inspects the server).
+// listens there), LC_SILENT_ADDR (accepts and never answers), LC_PROBE
+// (helper that inspects the server).
 #include "lockingcenter/client.hpp"
 
 #include <sys/wait.h>
@@ -11,7 +12,9 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <functional>
+#include <future>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -21,7 +24,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string addr, manager_addr, dead_addr, probe;
+std::string addr, manager_addr, dead_addr, silent_addr, probe;
+
+/// The read timeout of silent-server-times-out, and the bound each call
+/// must return well within.
+constexpr std::chrono::milliseconds silent_timeout = 1s;
+constexpr std::chrono::milliseconds silent_bound = 10 * silent_timeout;
 
 struct scenario_failure : std::runtime_error {
     using std::runtime_error::runtime_error;
@@ -313,11 +321,50 @@ void cancel_withdraws() {
     });
 }
 
+void silent_server_times_out() {
+    const lc::client c(silent_addr, "cpp-silent", lc::default_connect_timeout, silent_timeout);
+    const std::string k = "cpp/silent";
+    // Each call runs on a thread of its own with its own copy of the
+    // client: one that never returns is left behind when the scenario fails.
+    // A call returns false for busy, true for any other success.
+    std::pair<const char*, std::function<bool(const lc::client&)>> calls[] = {
+        {"try_lock", [k](const lc::client& cl) { return cl.try_lock(k); }},
+        {"unlock", [k](const lc::client& cl) { cl.unlock(k); return true; }},
+        {"reset_by_key", [k](const lc::client& cl) { cl.reset_by_key(k); return true; }},
+        {"reset_by_source", [](const lc::client& cl) { cl.reset_by_source("cpp-silent"); return true; }},
+    };
+    for (auto& [name, call] : calls) {
+        auto done = std::make_shared<std::promise<std::string>>();
+        std::future<std::string> result = done->get_future();
+        auto start = std::chrono::steady_clock::now();
+        std::thread([c, call = call, done] {
+            try {
+                done->set_value(call(c) ? "succeeded" : "reported busy");
+            } catch (const lc::network_error& e) {
+                done->set_value(e.code() == std::errc::timed_out ? "" : e.what());
+            } catch (const std::exception& e) {
+                done->set_value(e.what());
+            }
+        }).detach();
+        if (result.wait_for(silent_bound) != std::future_status::ready) {
+            fail(std::string(name) + " at a silent server did not return within " + std::to_string(silent_bound.count()) + " ms");
+        }
+        auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+        std::string got = result.get();
+        if (!got.empty()) fail(std::string(name) + " at a silent server: " + got + ", want the read timeout");
+        if (took >= silent_bound) {
+            fail(std::string(name) + " at a silent server took " + std::to_string(took.count()) + " ms, want well under " +
+                 std::to_string(silent_bound.count()));
+        }
+    }
+}
+
 } // namespace
 
 int main() {
     std::pair<std::string*, const char*> env[] = {
-        {&addr, "LC_ADDR"}, {&manager_addr, "LC_MANAGER_ADDR"}, {&dead_addr, "LC_DEAD_ADDR"}, {&probe, "LC_PROBE"}};
+        {&addr, "LC_ADDR"}, {&manager_addr, "LC_MANAGER_ADDR"}, {&dead_addr, "LC_DEAD_ADDR"},
+        {&silent_addr, "LC_SILENT_ADDR"}, {&probe, "LC_PROBE"}};
     for (auto [var, name] : env) {
         const char* v = std::getenv(name);
         if (v == nullptr) {
@@ -337,6 +384,7 @@ int main() {
         {"binary-key", binary_key},
         {"refused-connection", refused_connection},
         {"cancel-withdraws", cancel_withdraws},
+        {"silent-server-times-out", silent_server_times_out},
     };
     int failures = 0;
     for (auto& [id, run] : scenarios) {

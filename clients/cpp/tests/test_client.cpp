@@ -107,10 +107,27 @@ public:
     enum class reply { answer, hang, close };
 
     fake_server(int conns, reply r, unsigned char answer = lc::answer_ok)
-        : listener_(listen_loopback(addr_)), reply_(r), answer_(answer) {
-        thread_ = std::thread([this, conns] { serve(conns); });
+        : fake_server(std::vector<reply>(static_cast<std::size_t>(conns), r), answer, false) {}
+
+    /// Serves one connection per entry of replies, the i-th as replies[i]
+    /// says; with gated, answers wait until open().
+    fake_server(std::vector<reply> replies, unsigned char answer, bool gated)
+        : listener_(listen_loopback(addr_)), replies_(std::move(replies)), answer_(answer), gated_(gated) {
+        thread_ = std::thread([this] { serve(); });
     }
-    ~fake_server() { stop(); }
+    ~fake_server() {
+        open();
+        stop();
+    }
+
+    /// Lets a gated server answer.
+    void open() {
+        {
+            std::lock_guard<std::mutex> l(mu_);
+            open_ = true;
+        }
+        cond_.notify_all();
+    }
 
     const std::string& addr() const { return addr_; }
 
@@ -133,8 +150,8 @@ public:
     bool peer_closed() const { return peer_closed_; }
 
 private:
-    void serve(int conns) {
-        for (int i = 0; i < conns; i++) {
+    void serve() {
+        for (reply r : replies_) {
             lc::detail::fd c(::accept(listener_, nullptr, nullptr));
             if (c.get() < 0) return;
             timeval limit{10, 0}; // a client that misbehaves fails its test rather than hanging it
@@ -151,9 +168,13 @@ private:
                 got_.push_back(b);
             }
             cond_.notify_all();
-            if (reply_ == reply::answer) {
+            if (r == reply::answer) {
+                {
+                    std::unique_lock<std::mutex> l(mu_);
+                    cond_.wait(l, [&] { return !gated_ || open_; });
+                }
                 [[maybe_unused]] auto n = ::send(c.get(), &answer_, 1, 0);
-            } else if (reply_ == reply::hang) {
+            } else if (r == reply::hang) {
                 char x;
                 ssize_t n = ::recv(c.get(), &x, 1, 0);
                 peer_closed_ = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
@@ -163,8 +184,10 @@ private:
 
     std::string addr_;
     int listener_;
-    reply reply_;
+    std::vector<reply> replies_;
     unsigned char answer_;
+    bool gated_;
+    bool open_ = false; // guarded by mu_
     std::thread thread_;
     std::mutex mu_;
     std::condition_variable cond_;
@@ -402,6 +425,65 @@ void refused_connection_is_a_failure() {
     }
 }
 
+/// Whether e is the read timeout of a 50 ms client.
+bool is_read_timeout(const lc::network_error& e) {
+    return e.code() == std::errc::timed_out && std::string(e.what()).find("no answer within 50 ms") != std::string::npos;
+}
+
+void read_timeout_ends_calls_that_do_not_wait() {
+    // The server gives up after 10 s and closes: without a read timeout
+    // the calls fail with connection_reset instead.
+    std::pair<const char*, std::function<void(const lc::client&)>> calls[] = {
+        {"try_lock", [](const lc::client& c) { c.try_lock("k"); }},
+        {"unlock", [](const lc::client& c) { c.unlock("k"); }},
+        {"reset_by_key", [](const lc::client& c) { c.reset_by_key("k"); }},
+        {"reset_by_source", [](const lc::client& c) { c.reset_by_source("s"); }},
+    };
+    for (auto& [name, call] : calls) {
+        fake_server srv(1, fake_server::reply::hang);
+        lc::client c(srv.addr(), "s", lc::default_connect_timeout, std::chrono::milliseconds(50));
+        try {
+            call(c);
+            CHECK(false, name << " returned");
+        } catch (const lc::network_error& e) {
+            CHECK(is_read_timeout(e), name << ": " << e.what());
+        }
+        srv.stop();
+        CHECK(srv.peer_closed(), name << ": server did not see the connection close");
+    }
+}
+
+void read_timeout_ends_the_release_of_wait() {
+    // The lock is granted at once; the unlock after it is never answered.
+    fake_server srv({fake_server::reply::answer, fake_server::reply::hang}, lc::answer_ok, false);
+    lc::client c(srv.addr(), "s", lc::default_connect_timeout, std::chrono::milliseconds(50));
+    try {
+        c.wait("k");
+        CHECK(false, "wait returned");
+    } catch (const lc::network_error& e) {
+        CHECK(is_read_timeout(e) && std::string(e.what()).rfind("unlock", 0) == 0, "wait: " << e.what());
+    }
+}
+
+void lock_has_no_read_timeout() {
+    fake_server srv({fake_server::reply::answer}, lc::answer_ok, true);
+    lc::client c(srv.addr(), "s", lc::default_connect_timeout, std::chrono::milliseconds(10));
+    std::string result;
+    std::thread t([&] {
+        try {
+            c.lock("k");
+            result = "granted";
+        } catch (const std::exception& e) {
+            result = e.what();
+        }
+    });
+    srv.wait_requests(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500)); // fifty read timeouts
+    srv.open();
+    t.join();
+    CHECK(result == "granted", "lock gave " << result);
+}
+
 void addresses() {
     for (const char* ok : {"localhost:22119", "127.0.0.1:1", "[::1]:22119", ":22119"}) {
         lc::client c(ok);
@@ -445,6 +527,9 @@ int main(int argc, char** argv) {
         {"timed_lock_past_deadline_is_try_lock", timed_lock_past_deadline_is_try_lock},
         {"wait_locks_then_unlocks", wait_locks_then_unlocks},
         {"closed_without_answer", closed_without_answer},
+        {"read_timeout_ends_calls_that_do_not_wait", read_timeout_ends_calls_that_do_not_wait},
+        {"read_timeout_ends_the_release_of_wait", read_timeout_ends_the_release_of_wait},
+        {"lock_has_no_read_timeout", lock_has_no_read_timeout},
         {"refused_connection_is_a_failure", refused_connection_is_a_failure},
         {"addresses", addresses},
     };

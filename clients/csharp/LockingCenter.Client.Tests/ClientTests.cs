@@ -257,6 +257,80 @@ namespace LockingCenter.Tests
                 "inner exception: " + (e.InnerException == null ? "none" : e.InnerException.Message));
         }
 
+        /// <summary>What call threw, or null; a call still running after 10 s fails the test.</summary>
+        static Exception Within10s(Action call)
+        {
+            Task t = Task.Run(call);
+            if (!((IAsyncResult)t).AsyncWaitHandle.WaitOne(TimeSpan.FromSeconds(10)))
+            {
+                throw new TestFailure("the call did not return within 10 s");
+            }
+            return t.Exception?.GetBaseException();
+        }
+
+        static bool IsReadTimeout(Exception e) =>
+            e is LockingCenterException && e.InnerException is TimeoutException && e.Message.Contains("no answer within 50 ms");
+
+        [Test]
+        static void CallsThatDoNotWaitGiveUpAfterTheReadTimeout()
+        {
+            var calls = new List<KeyValuePair<string, Action<LockingCenterClient>>>
+            {
+                new KeyValuePair<string, Action<LockingCenterClient>>("TryLock", c => c.TryLock("k")),
+                new KeyValuePair<string, Action<LockingCenterClient>>("Unlock", c => c.Unlock("k")),
+                new KeyValuePair<string, Action<LockingCenterClient>>("ResetByKey", c => c.ResetByKey("k")),
+                new KeyValuePair<string, Action<LockingCenterClient>>("ResetBySource", c => c.ResetBySource("s")),
+            };
+            foreach (var call in calls)
+            {
+                using (var server = new FakeServer(1, FakeServer.Reply.Hang))
+                {
+                    var c = new LockingCenterClient(server.Address, "s", readTimeout: TimeSpan.FromMilliseconds(50));
+                    Exception e = Within10s(() => call.Value(c));
+                    Check.That(IsReadTimeout(e), call.Key + ": " + (e == null ? "no exception" : e.GetType().Name + ": " + e.Message));
+                }
+            }
+        }
+
+        [Test]
+        static void TheReleaseOfWaitGivesUpAfterTheReadTimeout()
+        {
+            // The lock is granted at once; the unlock after it is never answered.
+            Func<byte, FakeServer.Reply> grantsOnly = action =>
+                action == (byte)RequestAction.Lock ? FakeServer.Reply.Answer : FakeServer.Reply.Hang;
+            using (var server = new FakeServer(2, grantsOnly, Protocol.AnswerOk, null))
+            {
+                var c = new LockingCenterClient(server.Address, "s", readTimeout: TimeSpan.FromMilliseconds(50));
+                Exception e = Within10s(() => c.Wait("k"));
+                Check.That(IsReadTimeout(e) && e.Message.StartsWith("unlock", StringComparison.Ordinal),
+                    "wait: " + (e == null ? "no exception" : e.Message));
+            }
+        }
+
+        [Test]
+        static void ALockHasNoReadTimeout()
+        {
+            using (var grant = new ManualResetEventSlim(false))
+            using (var server = new FakeServer(1, action => FakeServer.Reply.Answer, Protocol.AnswerOk, grant))
+            {
+                try
+                {
+                    var c = new LockingCenterClient(server.Address, "s", readTimeout: TimeSpan.FromMilliseconds(10));
+                    Task locking = c.LockAsync("k");
+                    server.WaitRequests(1);
+                    // Fifty read timeouts pass without an answer.
+                    bool early = ((IAsyncResult)locking).AsyncWaitHandle.WaitOne(TimeSpan.FromMilliseconds(500));
+                    Check.That(!early, "lock returned before its grant: " + locking.Exception?.GetBaseException().Message);
+                    grant.Set();
+                    Check.That(Within10s(() => locking.GetAwaiter().GetResult()) == null, "lock after its grant failed");
+                }
+                finally
+                {
+                    grant.Set(); // the server's thread must not wait for it at Dispose
+                }
+            }
+        }
+
         [Test]
         static void Addresses()
         {
@@ -270,6 +344,7 @@ namespace LockingCenter.Tests
                 Check.Throws<ArgumentException>(() => new LockingCenterClient(bad), bad);
             }
             Check.That(new LockingCenterClient("h:1").ConnectTimeout == LockingCenterClient.DefaultConnectTimeout, "default connect timeout");
+            Check.That(new LockingCenterClient("h:1").ReadTimeout == LockingCenterClient.DefaultReadTimeout, "default read timeout");
             Check.That(new LockingCenterClient("h:1", "s").Source.SequenceEqual(new[] { (byte)'s' }), "source");
         }
     }

@@ -17,14 +17,25 @@ namespace LockingCenter.Tests
 
         readonly TcpListener listener = new TcpListener(IPAddress.Loopback, 0);
         readonly Thread thread;
-        readonly Reply reply;
+        readonly Func<byte, Reply> replyFor;
+        readonly ManualResetEventSlim gate;
         readonly byte answer;
         readonly List<byte[]> requests = new List<byte[]>();
         bool peerClosed;
 
         public FakeServer(int connections, Reply reply, byte answer = Protocol.AnswerOk)
+            : this(connections, action => reply, answer, null)
         {
-            this.reply = reply;
+        }
+
+        /// <summary>
+        /// A server that replies to each request as replyFor its action byte
+        /// says; with a gate, an answer waits until the gate is set.
+        /// </summary>
+        public FakeServer(int connections, Func<byte, Reply> replyFor, byte answer, ManualResetEventSlim gate)
+        {
+            this.replyFor = replyFor;
+            this.gate = gate;
             this.answer = answer;
             listener.Start();
             Address = "127.0.0.1:" + ((IPEndPoint)listener.LocalEndpoint).Port;
@@ -114,8 +125,10 @@ namespace LockingCenter.Tests
                         requests.Add(got.ToArray());
                         Monitor.PulseAll(requests);
                     }
+                    Reply reply = got.Count > 0 ? replyFor(got[0]) : Reply.Close;
                     try
                     {
+                        if (reply == Reply.Answer && gate != null) gate.Wait();
                         if (reply == Reply.Answer) c.Send(new[] { answer });
                         if (reply == Reply.Hang) Volatile.Write(ref peerClosed, c.Receive(buf) == 0);
                     }

@@ -28,11 +28,18 @@ namespace LockingCenter
     /// <see cref="OperationCanceledException"/>. A blocking lock has no
     /// timeout of its own; bound it with a token, for example
     /// <c>new CancellationTokenSource(TimeSpan.FromSeconds(10)).Token</c>.
+    /// Every call that does not wait for a key (try-lock, unlock, both
+    /// resets, and the release of a wait) gives up after
+    /// <see cref="ReadTimeout"/> with a <see cref="LockingCenterException"/>
+    /// whose inner exception is a <see cref="TimeoutException"/>.
     /// </remarks>
     public sealed class LockingCenterClient
     {
         /// <summary>The connect timeout unless the constructor is given one.</summary>
         public static readonly TimeSpan DefaultConnectTimeout = TimeSpan.FromSeconds(5);
+
+        /// <summary>The read timeout unless the constructor is given one.</summary>
+        public static readonly TimeSpan DefaultReadTimeout = TimeSpan.FromSeconds(10);
 
         readonly string host;
         readonly int port;
@@ -44,19 +51,22 @@ namespace LockingCenter
         /// owner of the locks for reset by source; null or empty lets the
         /// server use the client's IP address. <paramref name="connectTimeout"/>
         /// bounds each connect (default <see cref="DefaultConnectTimeout"/>;
-        /// zero or less: no bound but the system's).
+        /// zero or less: no bound but the system's). <paramref name="readTimeout"/>
+        /// bounds, from the connect to the answer, every call that does not
+        /// wait for a key (default <see cref="DefaultReadTimeout"/>; zero or
+        /// less: no bound).
         /// </summary>
         /// <exception cref="ArgumentException">A malformed address, or a source
         /// over 127 bytes.</exception>
-        public LockingCenterClient(string address, string source = null, TimeSpan? connectTimeout = null)
-            : this(address, source == null ? new byte[0] : Protocol.ToBytes(source, nameof(source)), connectTimeout)
+        public LockingCenterClient(string address, string source = null, TimeSpan? connectTimeout = null, TimeSpan? readTimeout = null)
+            : this(address, source == null ? new byte[0] : Protocol.ToBytes(source, nameof(source)), connectTimeout, readTimeout)
         {
         }
 
         /// <summary>As the other constructor, with the source as bytes.</summary>
         /// <exception cref="ArgumentException">A malformed address, or a source
         /// over 127 bytes.</exception>
-        public LockingCenterClient(string address, byte[] source, TimeSpan? connectTimeout = null)
+        public LockingCenterClient(string address, byte[] source, TimeSpan? connectTimeout = null, TimeSpan? readTimeout = null)
         {
             if (address == null) throw new ArgumentNullException(nameof(address));
             this.source = source == null ? new byte[0] : (byte[])source.Clone();
@@ -64,6 +74,7 @@ namespace LockingCenter
             ParseAddress(address, out host, out port);
             Address = address;
             ConnectTimeout = connectTimeout ?? DefaultConnectTimeout;
+            ReadTimeout = readTimeout ?? DefaultReadTimeout;
         }
 
         /// <summary>The address the client connects to.</summary>
@@ -71,6 +82,13 @@ namespace LockingCenter
 
         /// <summary>Bound of each connect; zero or less means the system's.</summary>
         public TimeSpan ConnectTimeout { get; }
+
+        /// <summary>
+        /// Bound, from the connect to the answer, of every call that does not
+        /// wait for a key: try-lock, unlock, both resets and the release of a
+        /// wait. Zero or less means none. A lock never has one.
+        /// </summary>
+        public TimeSpan ReadTimeout { get; }
 
         /// <summary>A copy of the source sent with locks (empty: the server uses the IP address).</summary>
         public byte[] Source => (byte[])source.Clone();
@@ -96,7 +114,8 @@ namespace LockingCenter
         /// failure).
         /// </summary>
         /// <exception cref="ArgumentException">The key is empty or over 127 bytes.</exception>
-        /// <exception cref="LockingCenterException">The server refused the request, or the network failed.</exception>
+        /// <exception cref="LockingCenterException">The server refused the request, the network failed, or no
+        /// answer came within <see cref="ReadTimeout"/>.</exception>
         public async Task<bool> TryLockAsync(byte[] key, CancellationToken cancellationToken = default(CancellationToken)) =>
             await Request(RequestAction.TryLock, key, source, cancellationToken).ConfigureAwait(false) == Outcome.Ok;
 
@@ -227,8 +246,22 @@ namespace LockingCenter
         {
             ct.ThrowIfCancellationRequested();
             using (Socket socket = await Connect(what, ct).ConfigureAwait(false))
+            using (var timer = new CancellationTokenSource())
+            using (var either = CancellationTokenSource.CreateLinkedTokenSource(ct, timer.Token))
             {
-                byte answer = await Exchange(socket, request, what, ct).ConfigureAwait(false);
+                // A lock waits for its key as long as it takes: no read timeout.
+                if (action != RequestAction.Lock && ReadTimeout > TimeSpan.Zero) timer.CancelAfter(ReadTimeout);
+                byte answer;
+                try
+                {
+                    answer = await Exchange(socket, request, what, either.Token).ConfigureAwait(false);
+                }
+                catch (OperationCanceledException) when (timer.IsCancellationRequested && !ct.IsCancellationRequested)
+                {
+                    string after = ReadTimeout.TotalMilliseconds.ToString(CultureInfo.InvariantCulture) + " ms";
+                    throw new LockingCenterException(what + ": no answer within " + after,
+                        new TimeoutException("no answer within " + after));
+                }
                 try
                 {
                     return Protocol.DecodeAnswer(action, answer);

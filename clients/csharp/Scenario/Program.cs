@@ -12,11 +12,16 @@ namespace LockingCenter.Scenario
     /// server the harness started and prints one line per scenario,
     /// "ok ID" or "FAIL ID: reason".
     /// Environment: LC_ADDR (mutex port), LC_MANAGER_ADDR, LC_DEAD_ADDR
-    /// (nothing listens there), LC_PROBE (helper that inspects the server).
+    /// (nothing listens there), LC_SILENT_ADDR (accepts, never answers),
+    /// LC_PROBE (helper that inspects the server).
     /// </summary>
     static class Program
     {
-        static string addr, managerAddr, deadAddr, probe;
+        static string addr, managerAddr, deadAddr, silentAddr, probe;
+
+        /// <summary>The read timeout of silent-server-times-out, and the bound each call must return well within.</summary>
+        static readonly TimeSpan SilentTimeout = TimeSpan.FromSeconds(1);
+        static readonly TimeSpan SilentBound = TimeSpan.FromSeconds(10);
 
         sealed class ScenarioFailure : Exception
         {
@@ -30,10 +35,11 @@ namespace LockingCenter.Scenario
             addr = Environment.GetEnvironmentVariable("LC_ADDR");
             managerAddr = Environment.GetEnvironmentVariable("LC_MANAGER_ADDR");
             deadAddr = Environment.GetEnvironmentVariable("LC_DEAD_ADDR");
+            silentAddr = Environment.GetEnvironmentVariable("LC_SILENT_ADDR");
             probe = Environment.GetEnvironmentVariable("LC_PROBE");
-            if (addr == null || managerAddr == null || deadAddr == null || probe == null)
+            if (addr == null || managerAddr == null || deadAddr == null || silentAddr == null || probe == null)
             {
-                Console.Error.WriteLine("scenario: LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR and LC_PROBE must be set");
+                Console.Error.WriteLine("scenario: LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR, LC_SILENT_ADDR and LC_PROBE must be set");
                 return 2;
             }
             var scenarios = new List<KeyValuePair<string, Action>>
@@ -48,6 +54,7 @@ namespace LockingCenter.Scenario
                 Pair("binary-key", BinaryKey),
                 Pair("refused-connection", RefusedConnection),
                 Pair("cancel-withdraws", CancelWithdraws),
+                Pair("silent-server-times-out", SilentServerTimesOut),
             };
             int failures = 0;
             foreach (var s in scenarios)
@@ -351,6 +358,40 @@ namespace LockingCenter.Scenario
                     if (e != null) Fail("second waiter: " + e.Message);
                     ExpectHolder(k, "csharp-b");
                 });
+            }
+        }
+
+        static void SilentServerTimesOut()
+        {
+            var c = new LockingCenterClient(silentAddr, "csharp-silent", readTimeout: SilentTimeout);
+            const string k = "csharp/silent";
+            var calls = new List<KeyValuePair<string, Func<Task>>>
+            {
+                new KeyValuePair<string, Func<Task>>("TryLock", async () =>
+                {
+                    if (!await c.TryLockAsync(k).ConfigureAwait(false)) Fail("TryLock at a silent server reported busy");
+                }),
+                new KeyValuePair<string, Func<Task>>("Unlock", () => c.UnlockAsync(k)),
+                new KeyValuePair<string, Func<Task>>("ResetByKey", () => c.ResetByKeyAsync(k)),
+                new KeyValuePair<string, Func<Task>>("ResetBySource", () => c.ResetBySourceAsync("csharp-silent")),
+            };
+            foreach (var call in calls)
+            {
+                var watch = Stopwatch.StartNew();
+                Task t = Task.Run(call.Value);
+                if (!((IAsyncResult)t).AsyncWaitHandle.WaitOne(SilentBound))
+                {
+                    Fail(call.Key + " at a silent server did not return within " + SilentBound.TotalSeconds + " s");
+                }
+                TimeSpan took = watch.Elapsed;
+                Exception e = t.Exception?.GetBaseException();
+                if (e is ScenarioFailure) throw e;
+                if (e == null) Fail(call.Key + " at a silent server succeeded");
+                if (!(e is LockingCenterException && e.InnerException is TimeoutException))
+                {
+                    Fail(call.Key + " at a silent server: " + e.GetType().Name + ": " + e.Message + ", want the read timeout");
+                }
+                if (took >= SilentBound) Fail(call.Key + " at a silent server took " + took.TotalSeconds + " s, want well under " + SilentBound.TotalSeconds);
             }
         }
     }

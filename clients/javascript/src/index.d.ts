@@ -8,6 +8,9 @@ export declare const MAX_SOURCE_LEN: 127;
 /** Default bound on each TCP connect, in milliseconds. */
 export declare const DEFAULT_CONNECT_TIMEOUT: number;
 
+/** Default bound on the answer of a call that does not wait for a key, in milliseconds. */
+export declare const DEFAULT_READ_TIMEOUT: number;
+
 /** Action bytes of the mutex port. */
 export declare const Action: Readonly<{
   LOCK: 1;
@@ -26,7 +29,7 @@ export type ErrorCode =
   | 'ERR_INVALID_SOURCE' // source over 127 bytes; nothing was sent
   | 'ERR_REFUSED' // the server answered '-' (malformed, not durable, or withdrawn by a reset)
   | 'ERR_PROTOCOL' // an answer byte the protocol does not define for the request
-  | 'ERR_CONNECTION'; // connect, send or read failed; `cause` holds the system error
+  | 'ERR_CONNECTION'; // connect, send or read failed, or the read timeout passed; `cause` holds the system error (code ETIMEDOUT for a timeout)
 
 /** Every failure of the client. A cancelled call rejects with its signal's reason instead. */
 export declare class LockingCenterError extends Error {
@@ -40,6 +43,12 @@ export interface ClientOptions {
   source?: Bytes;
   /** Bound on each TCP connect in milliseconds; 0 waits as long as the system does. Default 5000. */
   connectTimeout?: number;
+  /**
+   * Bound in milliseconds, from the connect to the answer, on every call that does not wait for a key:
+   * tryLock, unlock, resetByKey, resetBySource and the release of wait (ERR_CONNECTION, cause code
+   * ETIMEDOUT). lock, and wait until its key is free, have none. 0: no bound. Default 10000.
+   */
+  readTimeout?: number;
 }
 
 export interface CallOptions {

@@ -14,6 +14,9 @@ export const MAX_SOURCE_LEN = 127;
 /** Default bound on each TCP connect, in milliseconds. */
 export const DEFAULT_CONNECT_TIMEOUT = 5000;
 
+/** Default bound on the answer of a call that does not wait for a key, in milliseconds. */
+export const DEFAULT_READ_TIMEOUT = 10000;
+
 /** Action bytes of the mutex port. */
 export const Action = Object.freeze({
   LOCK: 1,
@@ -33,8 +36,9 @@ const ACTION_NAMES = Object.freeze({ 1: 'lock', 2: 'unlock', 3: 'reset', 4: 'res
  * Every failure of the client. `code` tells which:
  * ERR_INVALID_KEY and ERR_INVALID_SOURCE (nothing was sent), ERR_REFUSED
  * (the server answered '-'), ERR_PROTOCOL (an answer byte the protocol does
- * not define) and ERR_CONNECTION (connect, send or read failed; `cause`
- * holds the system error). A cancelled call rejects with its signal's
+ * not define) and ERR_CONNECTION (connect, send or read failed, or no answer
+ * came within the read timeout; `cause` holds the system error, with code
+ * ETIMEDOUT for a timeout). A cancelled call rejects with its signal's
  * reason instead.
  */
 export class LockingCenterError extends Error {
@@ -105,16 +109,21 @@ export class Client {
   #port;
   #source;
   #connectTimeout;
+  #readTimeout;
 
   /**
    * @param {string} address "host:port" of the mutex port.
-   * @param {{source?: string|Uint8Array, connectTimeout?: number}} [options]
+   * @param {{source?: string|Uint8Array, connectTimeout?: number, readTimeout?: number}} [options]
+   *   connectTimeout bounds each TCP connect; readTimeout bounds, from the
+   *   connect to the answer, every call that does not wait for a key (all
+   *   but lock, and wait until its key is free). Milliseconds; 0: no bound.
    */
-  constructor(address, { source = '', connectTimeout = DEFAULT_CONNECT_TIMEOUT } = {}) {
+  constructor(address, { source = '', connectTimeout = DEFAULT_CONNECT_TIMEOUT, readTimeout = DEFAULT_READ_TIMEOUT } = {}) {
     ({ host: this.#host, port: this.#port } = splitAddress(address));
     this.address = address;
     this.#source = checkSource(source);
     this.#connectTimeout = connectTimeout;
+    this.#readTimeout = readTimeout;
   }
 
   /** Resolves once `key` is granted; no time limit unless `signal` aborts. */
@@ -162,6 +171,8 @@ export class Client {
   #call(action, key, source, signal) {
     const request = encodeRequest(action, key, source);
     const what = `${ACTION_NAMES[action]} at ${this.address}`;
+    // A lock waits for its key as long as it takes: no read timeout.
+    const readTimeout = action === Action.LOCK ? 0 : this.#readTimeout;
     return new Promise((resolve, reject) => {
       signal?.throwIfAborted();
       const sock = net.connect({ host: this.#host, port: this.#port });
@@ -185,6 +196,12 @@ export class Client {
       }
       sock.once('connect', () => {
         clearTimeout(timer);
+        if (readTimeout > 0) {
+          timer = setTimeout(() => {
+            const cause = Object.assign(new Error(`read timed out after ${readTimeout} ms`), { code: 'ETIMEDOUT' });
+            ioFailure(`no answer within ${readTimeout} ms`, cause);
+          }, readTimeout);
+        }
         sock.write(request);
       });
       sock.once('data', (chunk) => {

@@ -1,5 +1,7 @@
 // A stand-in for the mutex port, for tests: it reads one whole request per
-// connection and answers a fixed byte, or never answers (answer null).
+// connection and answers a fixed byte, or never answers (answer null). A
+// function as answer is asked per request, with its action byte, and may
+// return a promise.
 
 import net from 'node:net';
 import { once } from 'node:events';
@@ -28,20 +30,22 @@ export async function fakeServer(answer) {
     sock.on('close', () => sockets.delete(sock));
     let buf = Buffer.alloc(0);
     let answered = false;
-    sock.on('data', (chunk) => {
+    let reply = null;
+    sock.on('data', async (chunk) => {
       if (answered) return;
       buf = Buffer.concat([buf, chunk]);
       if (requestLength(buf) < 0) return;
       answered = true;
       requests.push(buf);
       onRequest();
-      if (answer !== null) sock.end(answer);
+      reply = typeof answer === 'function' ? await answer(buf[0]) : answer;
+      if (reply !== null && !sock.destroyed) sock.end(reply);
     });
     sock.on('end', () => {
-      if (answer === null) onPeerClosed();
+      if (reply === null) onPeerClosed();
     });
     sock.on('error', () => {
-      if (answer === null) onPeerClosed();
+      if (reply === null) onPeerClosed();
     });
   });
   server.listen(0, '127.0.0.1');

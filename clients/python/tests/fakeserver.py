@@ -21,10 +21,13 @@ def request_length(buf: bytes) -> int | None:
 
 class FakeServer:
     """Answers ``answer`` to every request; with answer None it keeps the
-    connection open without answering until the peer closes it."""
+    connection open without answering until the peer closes it. A dict
+    gives the answer per action byte (missing: None). With ``hold``, each
+    answer waits until that event is set."""
 
-    def __init__(self, answer: bytes | None) -> None:
+    def __init__(self, answer: bytes | dict[int, bytes] | None, hold: threading.Event | None = None) -> None:
         self.answer = answer
+        self.hold = hold
         self.requests: list[bytes] = []
         self.received = threading.Event()  # a whole request arrived
         self.peer_closed = threading.Event()  # an unanswered peer went away
@@ -48,8 +51,11 @@ class FakeServer:
                     buf += chunk
                 self.requests.append(buf)
                 self.received.set()
-                if self.answer is not None:
-                    conn.sendall(self.answer)
+                answer = self.answer.get(buf[0]) if isinstance(self.answer, dict) and buf else self.answer
+                if answer is not None:
+                    if self.hold is not None:
+                        self.hold.wait()
+                    conn.sendall(answer)
                     continue
                 while conn.recv(512):
                     pass

@@ -3,6 +3,7 @@ cancellation."""
 
 import threading
 import unittest
+from collections.abc import Callable
 
 from lockingcenter import (
     CancelledError,
@@ -10,10 +11,35 @@ from lockingcenter import (
     CommunicationError,
     LockTimeoutError,
     ProtocolError,
+    ReadTimeoutError,
     RefusedError,
 )
 
 from fakeserver import FakeServer, dead_address
+
+
+class InThread:
+    """Runs call in a daemon thread and keeps what it raised."""
+
+    def __init__(self, call: Callable[[], object]) -> None:
+        self.raised: list[BaseException] = []
+        self._call = call
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._call()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            self.raised.append(e)
+
+    def result(self, limit: float = 10.0) -> BaseException | None:
+        """Waits for the call and returns what it raised. A call still
+        running after limit seconds fails the test instead of hanging it."""
+        self.thread.join(limit)
+        if self.thread.is_alive():
+            raise AssertionError(f"the call did not return within {limit} s")
+        return self.raised[0] if self.raised else None
 
 
 class Failures(unittest.TestCase):
@@ -55,21 +81,10 @@ class Withdrawal(unittest.TestCase):
     def test_close_cancels_a_parked_lock(self) -> None:
         with FakeServer(None) as server:
             c = Client(server.address)
-            raised: list[BaseException] = []
-
-            def lock() -> None:
-                try:
-                    c.lock("k")
-                except BaseException as e:  # noqa: BLE001 - recorded for the test
-                    raised.append(e)
-
-            t = threading.Thread(target=lock)
-            t.start()
+            lock = InThread(lambda: c.lock("k"))
             self.assertTrue(server.received.wait(10), "the request never arrived")
             c.close()
-            t.join(10)
-            self.assertFalse(t.is_alive())
-            self.assertEqual([type(e) for e in raised], [CancelledError])
+            self.assertIsInstance(lock.result(), CancelledError)
             self.assertTrue(server.peer_closed.wait(10), "the server never saw the connection close")
             with self.assertRaises(CancelledError):
                 c.unlock("k")
@@ -83,6 +98,41 @@ class Withdrawal(unittest.TestCase):
                     raise KeyError
             self.assertEqual([r.hex() for r in server.requests], ["01026b000173", "02026b00"])
 
+
+class ReadTimeout(unittest.TestCase):
+    def test_calls_that_do_not_wait_give_up(self) -> None:
+        with FakeServer(None) as server:
+            c = Client(server.address, read_timeout=0.05)
+            calls = {
+                "try_lock": lambda: c.try_lock("k"),
+                "unlock": lambda: c.unlock("k"),
+                "reset_by_key": lambda: c.reset_by_key("k"),
+                "reset_by_source": lambda: c.reset_by_source("s"),
+            }
+            for name, call in calls.items():
+                with self.subTest(name):
+                    e = InThread(call).result()
+                    self.assertIsInstance(e, ReadTimeoutError)
+                    self.assertIsInstance(e, TimeoutError)
+                    self.assertNotIsInstance(e, LockTimeoutError)
+
+    def test_the_release_of_wait_gives_up(self) -> None:
+        # The lock is granted at once; the unlock after it is never answered.
+        with FakeServer({1: b"+"}) as server:
+            e = InThread(lambda: Client(server.address, read_timeout=0.05).wait("k")).result()
+            self.assertIsInstance(e, ReadTimeoutError)
+            self.assertTrue(str(e).startswith("unlock "), e)
+
+    def test_lock_has_none(self) -> None:
+        hold = threading.Event()
+        with FakeServer(b"+", hold=hold) as server:
+            c = Client(server.address, read_timeout=0.01)
+            lock = InThread(lambda: c.lock("k"))
+            self.assertTrue(server.received.wait(10), "the request never arrived")
+            lock.thread.join(0.5)  # fifty read timeouts
+            self.assertTrue(lock.thread.is_alive(), f"lock returned before its grant: {lock.raised}")
+            hold.set()
+            self.assertIsNone(lock.result())
 
 if __name__ == "__main__":
     unittest.main()

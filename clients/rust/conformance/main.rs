@@ -1,7 +1,7 @@
 //! Live scenarios of clients/conformance/run.sh for the Rust client.
 //!
-//! Reads LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR and LC_PROBE; prints one line
-//! per scenario, "ok <id>" or "FAIL <id>: <reason>". Exits 1 when a scenario
+//! Reads LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR, LC_SILENT_ADDR and LC_PROBE;
+//! prints one line per scenario, "ok <id>" or "FAIL <id>: <reason>". Exits 1 when a scenario
 //! failed, 2 when the environment is incomplete.
 
 use std::env;
@@ -9,13 +9,17 @@ use std::process::{exit, Command};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use locking_center::{CancelToken, Client, Error};
 
 /// How long a background call may take before the scenario fails.
 const LIMIT: Duration = Duration::from_secs(60);
 const PREFIX: &str = "rust/";
+/// The read timeout of silent-server-times-out, and the bound each call
+/// must return well within.
+const SILENT_TIMEOUT: Duration = Duration::from_secs(1);
+const SILENT_BOUND: Duration = Duration::from_secs(10);
 
 type Outcome = Result<(), String>;
 type Scenario = (&'static str, fn(&Env) -> Outcome);
@@ -24,6 +28,7 @@ struct Env {
     addr: String,
     manager: String,
     dead: String,
+    silent: String,
     probe: String,
 }
 
@@ -72,7 +77,11 @@ impl Background {
     }
 
     fn join(self) -> Result<locking_center::Result<()>, String> {
-        self.0.recv_timeout(LIMIT).map_err(|_| format!("background call still blocked after {LIMIT:?}"))
+        self.join_within(LIMIT)
+    }
+
+    fn join_within(self, limit: Duration) -> Result<locking_center::Result<()>, String> {
+        self.0.recv_timeout(limit).map_err(|_| format!("background call still blocked after {limit:?}"))
     }
 }
 
@@ -235,6 +244,35 @@ fn cancel_withdraws(e: &Env) -> Outcome {
     e.client("").unlock(&key).map_err(s)
 }
 
+fn silent_server_times_out(e: &Env) -> Outcome {
+    let c = Client::new(&e.silent).with_source("rust-silent").with_read_timeout(Some(SILENT_TIMEOUT));
+    let key = format!("{PREFIX}silent");
+    type Call = fn(&Client, &str) -> locking_center::Result<()>;
+    let calls: [(&str, Call); 4] = [
+        ("try_lock", |c, k| match c.try_lock(k) {
+            Ok(false) => Err(Error::Io(std::io::Error::new(std::io::ErrorKind::Other, "busy"))),
+            r => r.map(drop),
+        }),
+        ("unlock", |c, k| c.unlock(k)),
+        ("reset_by_key", |c, k| c.reset_by_key(k)),
+        ("reset_by_source", |c, _| c.reset_by_source("rust-silent")),
+    ];
+    for (name, call) in calls {
+        let (c, k) = (c.clone(), key.clone());
+        let start = Instant::now();
+        let r = Background::start(move || call(&c, &k)).join_within(SILENT_BOUND)?;
+        let took = start.elapsed();
+        match r {
+            Err(Error::Io(err)) if err.kind() == std::io::ErrorKind::TimedOut => {}
+            r => return Err(format!("{name} at a silent server: {r:?}, want Error::Io of kind TimedOut")),
+        }
+        ensure(took < SILENT_BOUND, || {
+            format!("{name} at a silent server took {took:?}, want well under {SILENT_BOUND:?}")
+        })?;
+    }
+    Ok(())
+}
+
 fn main() {
     let var = |name: &str| {
         env::var(name).unwrap_or_else(|_| {
@@ -246,9 +284,10 @@ fn main() {
         addr: var("LC_ADDR"),
         manager: var("LC_MANAGER_ADDR"),
         dead: var("LC_DEAD_ADDR"),
+        silent: var("LC_SILENT_ADDR"),
         probe: var("LC_PROBE"),
     };
-    let scenarios: [Scenario; 10] = [
+    let scenarios: [Scenario; 11] = [
         ("lock-unlock", lock_unlock),
         ("trylock-busy", trylock_busy),
         ("fifo-three", fifo_three),
@@ -259,6 +298,7 @@ fn main() {
         ("binary-key", binary_key),
         ("refused-connection", refused_connection),
         ("cancel-withdraws", cancel_withdraws),
+        ("silent-server-times-out", silent_server_times_out),
     ];
     let mut failed = false;
     for (id, run) in scenarios {

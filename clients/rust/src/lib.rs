@@ -32,6 +32,9 @@ pub const MAX_KEY_LEN: usize = 127;
 pub const MAX_SOURCE_LEN: usize = 127;
 /// Bound on each TCP connect unless [`Client::with_connect_timeout`] says otherwise.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bound on the answer of every call that does not wait for a key unless
+/// [`Client::with_read_timeout`] says otherwise.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 const ANSWER_OK: u8 = b'+';
 const ANSWER_FAILED: u8 = b'-';
@@ -94,7 +97,9 @@ pub enum Error {
     Timeout,
     /// The [`CancelToken`] was cancelled; the request was withdrawn.
     Cancelled,
-    /// Connect, send or read failed.
+    /// Connect, send or read failed. A call that got no answer within the
+    /// read timeout ([`Client::with_read_timeout`]) is an error of kind
+    /// [`io::ErrorKind::TimedOut`]; whether the server applied it is unknown.
     Io(io::Error),
 }
 
@@ -221,14 +226,20 @@ pub struct Client {
     addr: String,
     source: Vec<u8>,
     connect_timeout: Option<Duration>,
+    read_timeout: Option<Duration>,
 }
 
 impl Client {
     /// Returns a client of the mutex port at `addr` ("host:port"), with an
-    /// empty source (the server uses the client's IP address) and
-    /// [`DEFAULT_CONNECT_TIMEOUT`].
+    /// empty source (the server uses the client's IP address),
+    /// [`DEFAULT_CONNECT_TIMEOUT`] and [`DEFAULT_READ_TIMEOUT`].
     pub fn new(addr: impl Into<String>) -> Client {
-        Client { addr: addr.into(), source: Vec::new(), connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT) }
+        Client {
+            addr: addr.into(),
+            source: Vec::new(),
+            connect_timeout: Some(DEFAULT_CONNECT_TIMEOUT),
+            read_timeout: Some(DEFAULT_READ_TIMEOUT),
+        }
     }
 
     /// Names the owner of this client's locks; reset by source matches it.
@@ -242,6 +253,17 @@ impl Client {
     /// Bounds each TCP connect; `None` waits as long as the system does.
     pub fn with_connect_timeout(mut self, timeout: Option<Duration>) -> Client {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// Bounds the send and the answer of every call that does not wait for
+    /// a key: [`Client::try_lock`], [`Client::unlock`],
+    /// [`Client::reset_by_key`], [`Client::reset_by_source`] and the release
+    /// of [`Client::wait`]. One that runs out returns [`Error::Io`] of kind
+    /// [`io::ErrorKind::TimedOut`]. `None` (or zero) leaves them unbounded.
+    /// A lock never has a read timeout: it waits for its key.
+    pub fn with_read_timeout(mut self, timeout: Option<Duration>) -> Client {
+        self.read_timeout = timeout.filter(|t| !t.is_zero());
         self
     }
 
@@ -274,7 +296,8 @@ impl Client {
 
     /// Takes `key` only if it is free now: `Ok(true)` when this client now
     /// holds it, `Ok(false)` when another holder has it. Errors as
-    /// [`Client::lock`].
+    /// [`Client::lock`], and [`Error::Io`] of kind
+    /// [`io::ErrorKind::TimedOut`] after the read timeout.
     pub fn try_lock(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         let o = self.call(Action::TryLock, key.as_ref(), &self.source, Limit::None)?;
         Ok(o == Outcome::Ok)
@@ -341,7 +364,9 @@ impl Client {
             Limit::Cancel(c) => Some((c, c.register(&stream)?)),
             _ => None,
         };
-        let result = exchange(&mut stream, &request, &limit);
+        // A lock waits for its key as long as it takes: no read timeout.
+        let read_timeout = if action == Action::Lock { None } else { self.read_timeout };
+        let result = exchange(&mut stream, &request, &limit, read_timeout);
         if let Some((c, id)) = registered {
             c.unregister(id);
             if result.is_err() && c.is_cancelled() {
@@ -364,8 +389,9 @@ enum Limit<'a> {
     Cancel(&'a CancelToken),
 }
 
-/// Sends the request and reads the one answer byte.
-fn exchange(stream: &mut TcpStream, request: &[u8], limit: &Limit) -> Result<u8> {
+/// Sends the request and reads the one answer byte, each bounded by
+/// read_timeout when there is one.
+fn exchange(stream: &mut TcpStream, request: &[u8], limit: &Limit, read_timeout: Option<Duration>) -> Result<u8> {
     if let Limit::Deadline(d) = limit {
         let left = d.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -373,7 +399,18 @@ fn exchange(stream: &mut TcpStream, request: &[u8], limit: &Limit) -> Result<u8>
         }
         stream.set_read_timeout(Some(left)).map_err(Error::Io)?;
     }
-    stream.write_all(request).map_err(Error::Io)?;
+    if read_timeout.is_some() {
+        stream.set_read_timeout(read_timeout).map_err(Error::Io)?;
+        stream.set_write_timeout(read_timeout).map_err(Error::Io)?;
+    }
+    // What a timed-out send or read becomes.
+    let timed_out = |e: io::Error| match read_timeout {
+        Some(t) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            Error::Io(io::Error::new(io::ErrorKind::TimedOut, format!("no answer within {t:?}")))
+        }
+        _ => Error::Io(e),
+    };
+    stream.write_all(request).map_err(timed_out)?;
     let mut answer = [0u8; 1];
     match stream.read(&mut answer) {
         Ok(1) => Ok(answer[0]),
@@ -384,6 +421,6 @@ fn exchange(stream: &mut TcpStream, request: &[u8], limit: &Limit) -> Result<u8>
         {
             Err(Error::Timeout)
         }
-        Err(e) => Err(Error::Io(e)),
+        Err(e) => Err(timed_out(e)),
     }
 }

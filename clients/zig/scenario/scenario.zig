@@ -3,7 +3,8 @@
 //! or "FAIL <id>: <reason>".
 //!
 //! Environment: LC_ADDR (mutex port), LC_MANAGER_ADDR, LC_DEAD_ADDR (nothing
-//! listens there), LC_PROBE (helper that inspects the server).
+//! listens there), LC_SILENT_ADDR (accepts and never answers), LC_PROBE
+//! (helper that inspects the server).
 
 const std = @import("std");
 const lc = @import("lockingcenter");
@@ -14,6 +15,7 @@ const gpa = gpa_state.allocator();
 var addr: []const u8 = undefined;
 var manager_addr: []const u8 = undefined;
 var dead_addr: []const u8 = undefined;
+var silent_addr: []const u8 = undefined;
 var probe: []const u8 = undefined;
 
 var reason_buf: [512]u8 = undefined;
@@ -309,10 +311,78 @@ fn cancelWithdraws() !void {
     try s.run(cancelBody);
 }
 
+// ---- silent-server-times-out -----------------------------------------------------
+
+/// The read timeout of silent-server-times-out, and the bound each call
+/// must return well within, in milliseconds.
+const silent_timeout_ms: u32 = 1000;
+const silent_bound_ms: u64 = 10 * silent_timeout_ms;
+
+/// A call that does not wait for a key, run on its own thread.
+const SilentCall = struct {
+    action: lc.Action,
+    result: lc.Error!bool = false, // true for any success but a busy try-lock
+    done: bool = false, // guarded by mutex
+
+    fn run(sc: *SilentCall) void {
+        const k = "zig/silent";
+        const c = &silent_client;
+        const r: lc.Error!bool = switch (sc.action) {
+            .try_lock => c.tryLock(k),
+            .unlock => if (c.unlock(k)) true else |e| e,
+            .reset_key => if (c.resetByKey(k)) true else |e| e,
+            else => if (c.resetBySource("zig-silent")) true else |e| e,
+        };
+        mutex.lock();
+        defer mutex.unlock();
+        sc.result = r;
+        sc.done = true;
+        changed.broadcast();
+    }
+};
+
+// The client and the calls live as long as the program, so a call that
+// never returns can be left behind.
+var silent_client: lc.Client = undefined;
+var silent_calls = [_]SilentCall{ .{ .action = .try_lock }, .{ .action = .unlock }, .{ .action = .reset_key }, .{ .action = .reset_source } };
+
+fn silentServerTimesOut() !void {
+    silent_client = try lc.Client.init(gpa, silent_addr, .{ .source = "zig-silent", .read_timeout_ms = silent_timeout_ms });
+    const bound_ns = silent_bound_ms * std.time.ns_per_ms;
+    for (&silent_calls) |*sc| {
+        const name = @tagName(sc.action);
+        const start = try std.time.Instant.now();
+        const t = try std.Thread.spawn(.{}, SilentCall.run, .{sc});
+        mutex.lock();
+        while (!sc.done) {
+            const waited = (std.time.Instant.now() catch start).since(start);
+            if (waited >= bound_ns) break;
+            changed.timedWait(&mutex, bound_ns - waited) catch {};
+        }
+        const done = sc.done;
+        mutex.unlock();
+        if (!done) {
+            t.detach();
+            return fail("{s} at a silent server did not return within {d} ms", .{ name, silent_bound_ms });
+        }
+        t.join();
+        const took_ms = (try std.time.Instant.now()).since(start) / std.time.ns_per_ms;
+        if (sc.result) |ok| {
+            return fail("{s} at a silent server succeeded{s}", .{ name, if (ok) "" else " (busy)" });
+        } else |err| if (err != error.ReadTimedOut) {
+            return fail("{s} at a silent server gave {s}, want ReadTimedOut", .{ name, @errorName(err) });
+        }
+        if (took_ms >= silent_bound_ms) {
+            return fail("{s} at a silent server took {d} ms, want well under {d}", .{ name, took_ms, silent_bound_ms });
+        }
+    }
+}
+
 pub fn main() !void {
     addr = std.posix.getenv("LC_ADDR") orelse return usage();
     manager_addr = std.posix.getenv("LC_MANAGER_ADDR") orelse return usage();
     dead_addr = std.posix.getenv("LC_DEAD_ADDR") orelse return usage();
+    silent_addr = std.posix.getenv("LC_SILENT_ADDR") orelse return usage();
     probe = std.posix.getenv("LC_PROBE") orelse return usage();
     const scenarios = .{
         .{ "lock-unlock", lockUnlock },
@@ -325,6 +395,7 @@ pub fn main() !void {
         .{ "binary-key", binaryKey },
         .{ "refused-connection", refusedConnection },
         .{ "cancel-withdraws", cancelWithdraws },
+        .{ "silent-server-times-out", silentServerTimesOut },
     };
     const out = std.io.getStdOut().writer();
     var failures: usize = 0;
@@ -342,6 +413,6 @@ pub fn main() !void {
 }
 
 fn usage() void {
-    std.debug.print("scenario: LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR and LC_PROBE must be set\n", .{});
+    std.debug.print("scenario: LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR, LC_SILENT_ADDR and LC_PROBE must be set\n", .{});
     std.process.exit(2);
 }

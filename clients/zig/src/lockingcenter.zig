@@ -8,6 +8,11 @@
 //! included, may appear. Keys are 1..127 bytes and sources 0..127, checked
 //! before anything is sent. POSIX sockets; standard library only.
 //!
+//! Every call that does not wait for a key (tryLock, unlock, the resets,
+//! and the release of wait) gives up after the read timeout with
+//! error.ReadTimedOut, so a server that accepts and never answers cannot
+//! hang it. A lock has no read timeout.
+//!
 //!     var client = try lockingcenter.Client.init(allocator, "localhost:22119", .{ .source = "worker-1" });
 //!     try client.lock("orders/batch-7");
 //!     defer client.unlock("orders/batch-7") catch {};
@@ -24,6 +29,9 @@ pub const max_request_len = 1 + 1 + max_key_len + 1 + max_source_len;
 
 /// Connect timeout of a client unless its options say otherwise, in milliseconds.
 pub const default_connect_timeout_ms: u32 = 5000;
+
+/// Read timeout of a client unless its options say otherwise, in milliseconds.
+pub const default_read_timeout_ms: u32 = 10000;
 
 /// Action bytes of the mutex port.
 pub const Action = enum(u8) {
@@ -80,6 +88,9 @@ pub const Error = error{
     Cancelled,
     /// The call's timeout passed; the connection is closed and the request withdrawn.
     DeadlinePassed,
+    /// No answer came within the read timeout; the connection is closed, and
+    /// whether the server applied the request is unknown.
+    ReadTimedOut,
     /// The system refused a socket, a pipe or memory.
     SystemResources,
 };
@@ -166,6 +177,10 @@ pub const Options = struct {
     source: []const u8 = "",
     /// Bounds each connect, in milliseconds; 0 leaves it to the system.
     connect_timeout_ms: u32 = default_connect_timeout_ms,
+    /// Bounds, in milliseconds from the connect to the answer, every call
+    /// that does not wait for a key (error.ReadTimedOut); 0 leaves them
+    /// unbounded. A lock never has a read timeout.
+    read_timeout_ms: u32 = default_read_timeout_ms,
 };
 
 /// How long lockWith and waitWith may wait.
@@ -186,6 +201,7 @@ pub const Client = struct {
     source_buf: [max_source_len]u8 = undefined,
     source_len: usize = 0,
     connect_timeout_ms: u32,
+    read_timeout_ms: u32,
 
     /// A client of the server at address, "host:port" or "[ipv6]:port" (an
     /// empty host means this machine). allocator serves host name lookups
@@ -204,7 +220,12 @@ pub const Client = struct {
         for (port_text) |ch| if (ch < '0' or ch > '9') return error.InvalidAddress;
         const port = std.fmt.parseInt(u16, port_text, 10) catch return error.InvalidAddress;
         if (port == 0) return error.InvalidAddress;
-        var c = Client{ .allocator = allocator, .port = port, .connect_timeout_ms = options.connect_timeout_ms };
+        var c = Client{
+            .allocator = allocator,
+            .port = port,
+            .connect_timeout_ms = options.connect_timeout_ms,
+            .read_timeout_ms = options.read_timeout_ms,
+        };
         if (host_part.len > c.host_buf.len) return error.InvalidAddress;
         @memcpy(c.host_buf[0..host_part.len], host_part);
         c.host_len = host_part.len;
@@ -239,6 +260,7 @@ pub const Client = struct {
 
     /// Takes key only if it is free now: true when this client now holds
     /// it, false when another holder has it (busy, not an error).
+    /// error.ReadTimedOut when no answer came within the read timeout.
     pub fn tryLock(self: *const Client, key: []const u8) Error!bool {
         return try self.request(.try_lock, key, self.source(), .{}) == .ok;
     }
@@ -254,7 +276,8 @@ pub const Client = struct {
         return self.waitWith(key, .{});
     }
 
-    /// wait() bounded as lockWith() is; the release is never cut short.
+    /// wait() bounded as lockWith() is; the release is never cancelled, and
+    /// is bounded by the read timeout as unlock() is.
     pub fn waitWith(self: *const Client, key: []const u8, opts: WaitOptions) Error!void {
         try self.lockWith(key, opts);
         try self.unlock(key);
@@ -280,8 +303,12 @@ pub const Client = struct {
         const cancel_fd: posix.fd_t = if (opts.cancel) |c| c.fds[0] else -1;
         const sock = try self.dial(cancel_fd, deadline);
         defer posix.close(sock);
-        try sendAll(sock, req, cancel_fd, deadline);
-        return decodeAnswer(action, try receive(sock, cancel_fd, deadline));
+        // A lock waits for its key as long as it takes: no read timeout.
+        const timed = action != .lock and self.read_timeout_ms != 0;
+        const limit = if (timed) Deadline.earliest(deadline, Deadline.after(self.read_timeout_ms)) else deadline;
+        sendAll(sock, req, cancel_fd, limit) catch |err| return readTimedOut(err, timed, deadline);
+        const answer = receive(sock, cancel_fd, limit) catch |err| return readTimedOut(err, timed, deadline);
+        return decodeAnswer(action, answer);
     }
 
     fn dial(self: *const Client, cancel_fd: posix.fd_t, deadline: Deadline) Error!posix.socket_t {
@@ -326,6 +353,12 @@ pub const Client = struct {
         return sock;
     }
 };
+
+/// What a send or receive that failed with err returns: a limit that passed
+/// is the read timeout, unless it was the call's own deadline.
+fn readTimedOut(err: Error, timed: bool, deadline: Deadline) Error {
+    return if (err == error.DeadlinePassed and timed and !deadline.passed()) error.ReadTimedOut else err;
+}
 
 fn connectError(err: posix.ConnectError) Error {
     return switch (err) {

@@ -76,9 +76,11 @@ const Reply = enum { answer, hang, close };
 /// Serves conns connections, one request each, and answers them as told.
 const Fake = struct {
     server: std.net.Server,
-    reply: Reply,
+    replies: [4]Reply = undefined,
     answer: u8,
     conns: usize,
+    gated: bool = false, // answers wait until open()
+    is_open: bool = false, // guarded by mutex
     thread: std.Thread = undefined,
     mutex: std.Thread.Mutex = .{},
     cond: std.Thread.Condition = .{},
@@ -89,11 +91,27 @@ const Fake = struct {
     addr_len: usize = 0,
 
     fn start(self: *Fake, conns: usize, reply: Reply, answer: u8) !void {
+        const each = [_]Reply{reply} ** 4;
+        try self.startEach(each[0..conns], answer, false);
+    }
+
+    /// Serves one connection per entry of replies (at most 4), the i-th as
+    /// replies[i] says; with gated, answers wait until open().
+    fn startEach(self: *Fake, replies: []const Reply, answer: u8, gated: bool) !void {
         const loopback = try std.net.Address.parseIp("127.0.0.1", 0);
-        self.* = .{ .server = try loopback.listen(.{}), .reply = reply, .answer = answer, .conns = conns };
+        self.* = .{ .server = try loopback.listen(.{}), .answer = answer, .conns = replies.len, .gated = gated };
+        @memcpy(self.replies[0..replies.len], replies);
         const port = self.server.listen_address.getPort();
         self.addr_len = (try std.fmt.bufPrint(&self.addr_buf, "127.0.0.1:{d}", .{port})).len;
         self.thread = try std.Thread.spawn(.{}, serve, .{self});
+    }
+
+    /// Lets a gated server answer.
+    fn open(self: *Fake) void {
+        self.mutex.lock();
+        defer self.mutex.unlock();
+        self.is_open = true;
+        self.cond.broadcast();
     }
 
     fn addr(self: *const Fake) []const u8 {
@@ -132,8 +150,13 @@ const Fake = struct {
             self.requests += 1;
             self.cond.broadcast();
             self.mutex.unlock();
-            switch (self.reply) {
-                .answer => conn.stream.writeAll(&[_]u8{self.answer}) catch {},
+            switch (self.replies[i]) {
+                .answer => {
+                    self.mutex.lock();
+                    while (self.gated and !self.is_open) self.cond.wait(&self.mutex);
+                    self.mutex.unlock();
+                    conn.stream.writeAll(&[_]u8{self.answer}) catch {};
+                },
                 .hang => {
                     var x: [1]u8 = undefined;
                     const closed = if (conn.stream.read(&x)) |n| n == 0 else |err| err != error.WouldBlock;
@@ -370,6 +393,54 @@ test "closed without an answer" {
     try testing.expectError(error.ConnectionLost, r);
 }
 
+test "read timeout ends every call that does not wait" {
+    const actions = [_]lc.Action{ .try_lock, .unlock, .reset_key, .reset_source };
+    for (actions) |action| {
+        // The server gives up after 10 s and closes: without a read
+        // timeout the call fails with ConnectionLost instead.
+        var fake: Fake = undefined;
+        try fake.start(1, .hang, 0);
+        const c = try lc.Client.init(testing.allocator, fake.addr(), .{ .read_timeout_ms = 50 });
+        const r: lc.Error!void = switch (action) {
+            .try_lock => if (c.tryLock("k")) |_| {} else |e| e,
+            .unlock => c.unlock("k"),
+            .reset_key => c.resetByKey("k"),
+            else => c.resetBySource("s"),
+        };
+        fake.stop();
+        testing.expectError(error.ReadTimedOut, r) catch |err| {
+            std.debug.print("action {s}\n", .{@tagName(action)});
+            return err;
+        };
+        try testing.expect(fake.peer_closed);
+    }
+}
+
+test "read timeout ends the release of wait" {
+    // The lock is granted at once; the unlock after it is never answered.
+    var fake: Fake = undefined;
+    try fake.startEach(&[_]Reply{ .answer, .hang }, lc.answer_ok, false);
+    const c = try lc.Client.init(testing.allocator, fake.addr(), .{ .read_timeout_ms = 50 });
+    const r = c.wait("k");
+    fake.stop();
+    try testing.expectError(error.ReadTimedOut, r);
+    try testing.expectEqual(@as(usize, 2), fake.requests);
+}
+
+test "a lock has no read timeout" {
+    var fake: Fake = undefined;
+    try fake.startEach(&[_]Reply{.answer}, lc.answer_ok, true);
+    const c = try lc.Client.init(testing.allocator, fake.addr(), .{ .read_timeout_ms = 10 });
+    var job = LockJob{ .client = &c, .opts = .{} };
+    const t = try std.Thread.spawn(.{}, LockJob.run, .{&job});
+    fake.waitRequests(1);
+    std.time.sleep(500 * std.time.ns_per_ms); // fifty read timeouts
+    fake.open();
+    t.join();
+    fake.stop();
+    try job.result;
+}
+
 test "refused connection is a failure" {
     var silent = try Silent.init();
     const addr = silent.addr_buf;
@@ -398,6 +469,7 @@ test "addresses" {
         const c = try lc.Client.init(testing.allocator, a, .{});
         try testing.expectEqualStrings(h, c.host());
         try testing.expectEqual(lc.default_connect_timeout_ms, c.connect_timeout_ms);
+        try testing.expectEqual(lc.default_read_timeout_ms, c.read_timeout_ms);
     }
     const bad = [_][]const u8{ "localhost", "localhost:", "localhost:0", "localhost:65536", "localhost:12x", "::1:22119", "[::1:22119", "localhost:+80" };
     for (bad) |a| {

@@ -8,6 +8,10 @@
 // exits. Keys and sources are byte strings (std::string_view, so 0x00 and
 // any other byte may appear). POSIX sockets; no dependencies.
 //
+// Every call that does not wait for a key (try_lock, unlock, the resets,
+// and the release of wait) gives up after the client's read timeout with a
+// network_error whose code() is std::errc::timed_out. A lock has none.
+//
 //     lockingcenter::client c{"localhost:22119", "worker-1"};
 //     c.lock("orders/batch-7");
 //     // ... exclusive work ...
@@ -43,6 +47,9 @@ inline constexpr std::size_t max_source_len = 127;
 
 /// Connect timeout of a client unless its constructor is told otherwise.
 inline constexpr std::chrono::milliseconds default_connect_timeout{5000};
+
+/// Read timeout of a client unless its constructor is told otherwise.
+inline constexpr std::chrono::milliseconds default_read_timeout{10000};
 
 /// Action bytes of the mutex port.
 enum class action : unsigned char { lock = 1, unlock = 2, reset_key = 3, reset_source = 4, try_lock = 5 };
@@ -132,6 +139,17 @@ inline limit earliest(limit a, limit b) {
 }
 
 inline bool passed(limit l) { return l && steady::now() >= *l; }
+
+/// Throws what a call that ran out of time throws: with a read timeout
+/// (above zero) a network_error of std::errc::timed_out, otherwise (the
+/// deadline of a timed lock) cancelled_error.
+[[noreturn]] inline void expired(const std::string& op, std::chrono::milliseconds read_timeout) {
+    if (read_timeout.count() > 0) {
+        throw network_error(op + ": no answer within " + std::to_string(read_timeout.count()) + " ms",
+                            std::make_error_code(std::errc::timed_out));
+    }
+    throw cancelled_error(op + ": deadline passed");
+}
 
 /// An owned file descriptor.
 class fd {
@@ -301,11 +319,14 @@ public:
     /// machine). source names the owner of the locks for reset by source;
     /// empty lets the server use the client's IP address. connect_timeout
     /// bounds each connect (zero or less: only the system's bound).
+    /// read_timeout bounds, from the connect to the answer, every call that
+    /// does not wait for a key (zero or less: no bound).
     /// Throws std::invalid_argument for a malformed address and
     /// invalid_source_error for a source over max_source_len bytes.
     explicit client(std::string_view address, std::string_view source = {},
-                     std::chrono::milliseconds connect_timeout = default_connect_timeout)
-        : address_(address), source_(source), connect_timeout_(connect_timeout) {
+                     std::chrono::milliseconds connect_timeout = default_connect_timeout,
+                     std::chrono::milliseconds read_timeout = default_read_timeout)
+        : address_(address), source_(source), connect_timeout_(connect_timeout), read_timeout_(read_timeout) {
         detail::check_source(source_, "client");
         auto colon = address_.rfind(':');
         if (colon == std::string::npos) throw std::invalid_argument("lockingcenter: address must be host:port");
@@ -359,6 +380,8 @@ public:
 
     /// Takes key only if it is free now. Returns true when this client now
     /// holds it and false when another holder has it (busy: not a failure).
+    /// No answer within the read timeout throws network_error with
+    /// std::errc::timed_out.
     bool try_lock(std::string_view key) const {
         return call(action::try_lock, key, source_, -1, std::nullopt) == outcome::ok;
     }
@@ -412,8 +435,15 @@ private:
             if (::poll(&p, 1, 0) > 0) throw cancelled_error(op + ": cancelled");
         }
         detail::fd conn = dial(op, cancel_fd, deadline);
-        send_all(conn.get(), request, op, cancel_fd, deadline);
-        return decode_answer(a, receive(conn.get(), op, cancel_fd, deadline));
+        // A lock waits for its key as long as it takes: no read timeout.
+        // Every other call has no deadline but the read timeout.
+        std::chrono::milliseconds read_timeout{0};
+        if (a != action::lock && read_timeout_.count() > 0) {
+            read_timeout = read_timeout_;
+            deadline = detail::steady::now() + read_timeout;
+        }
+        send_all(conn.get(), request, op, cancel_fd, deadline, read_timeout);
+        return decode_answer(a, receive(conn.get(), op, cancel_fd, deadline, read_timeout));
     }
 
     detail::fd dial(const std::string& op, int cancel_fd, detail::limit deadline) const {
@@ -462,7 +492,8 @@ private:
         throw network_error(op + ": connect", last);
     }
 
-    static void send_all(int s, std::string_view b, const std::string& op, int cancel_fd, detail::limit deadline) {
+    static void send_all(int s, std::string_view b, const std::string& op, int cancel_fd, detail::limit deadline,
+                         std::chrono::milliseconds read_timeout) {
 #ifdef MSG_NOSIGNAL
         constexpr int flags = MSG_NOSIGNAL;
 #else
@@ -478,7 +509,7 @@ private:
             if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
                 auto r = detail::wait_for(s, POLLOUT, cancel_fd, deadline, op);
                 if (r == detail::ready::cancelled) throw cancelled_error(op + ": cancelled");
-                if (r == detail::ready::expired) throw cancelled_error(op + ": deadline passed");
+                if (r == detail::ready::expired) detail::expired(op, read_timeout);
                 continue;
             }
             throw network_error(op + ": send", detail::last_error());
@@ -487,7 +518,8 @@ private:
 
     /// Reads the answer byte. An answer already there when the call is
     /// cancelled is still taken: a grant that arrived is not lost.
-    static unsigned char receive(int s, const std::string& op, int cancel_fd, detail::limit deadline) {
+    static unsigned char receive(int s, const std::string& op, int cancel_fd, detail::limit deadline,
+                                 std::chrono::milliseconds read_timeout) {
         for (;;) {
             auto r = detail::wait_for(s, POLLIN, cancel_fd, deadline, op);
             unsigned char answer = 0;
@@ -498,12 +530,12 @@ private:
             if (errno == EINTR) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK) throw network_error(op + ": receive", detail::last_error());
             if (r == detail::ready::cancelled) throw cancelled_error(op + ": cancelled");
-            if (r == detail::ready::expired) throw cancelled_error(op + ": deadline passed");
+            if (r == detail::ready::expired) detail::expired(op, read_timeout);
         }
     }
 
     std::string address_, source_, host_, port_;
-    std::chrono::milliseconds connect_timeout_;
+    std::chrono::milliseconds connect_timeout_, read_timeout_;
 };
 
 } // namespace lockingcenter

@@ -1,7 +1,8 @@
 // Command conformance runs the live client scenarios of
 // clients/conformance/run.sh with the Go client against a running lcd.
 //
-// It reads LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR and LC_PROBE and prints
+// It reads LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR, LC_SILENT_ADDR and
+// LC_PROBE and prints
 // one line per scenario, "ok <id>" or "FAIL <id>: <reason>". It exits 1
 // when a scenario failed and 2 when the environment is incomplete.
 package main
@@ -27,7 +28,7 @@ const scenarioLimit = 60 * time.Second
 const prefix = "go/"
 
 type env struct {
-	addr, manager, dead, probe string
+	addr, manager, dead, silent, probe string
 }
 
 type scenario struct {
@@ -36,9 +37,9 @@ type scenario struct {
 }
 
 func main() {
-	e := env{os.Getenv("LC_ADDR"), os.Getenv("LC_MANAGER_ADDR"), os.Getenv("LC_DEAD_ADDR"), os.Getenv("LC_PROBE")}
-	if e.addr == "" || e.manager == "" || e.dead == "" || e.probe == "" {
-		fmt.Fprintln(os.Stderr, "conformance: LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR and LC_PROBE must be set")
+	e := env{os.Getenv("LC_ADDR"), os.Getenv("LC_MANAGER_ADDR"), os.Getenv("LC_DEAD_ADDR"), os.Getenv("LC_SILENT_ADDR"), os.Getenv("LC_PROBE")}
+	if e.addr == "" || e.manager == "" || e.dead == "" || e.silent == "" || e.probe == "" {
+		fmt.Fprintln(os.Stderr, "conformance: LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR, LC_SILENT_ADDR and LC_PROBE must be set")
 		os.Exit(2)
 	}
 	scenarios := []scenario{
@@ -52,6 +53,7 @@ func main() {
 		{"binary-key", binaryKey},
 		{"refused-connection", refusedConnection},
 		{"cancel-withdraws", cancelWithdraws},
+		{"silent-server-times-out", silentServerTimesOut},
 	}
 	code := 0
 	for _, s := range scenarios {
@@ -323,4 +325,42 @@ func cancelWithdraws(ctx context.Context, e env) error {
 		return err
 	}
 	return b.Unlock(ctx, key)
+}
+
+// Read timeout of silent-server-times-out, and the bound each call must
+// return well within.
+const (
+	silentTimeout = time.Second
+	silentBound   = 10 * silentTimeout
+)
+
+func silentServerTimesOut(ctx context.Context, e env) error {
+	c := lockingcenter.New(e.silent, lockingcenter.WithSource("go-silent"), lockingcenter.WithReadTimeout(silentTimeout))
+	key := prefix + "silent"
+	for _, call := range []struct {
+		name string
+		do   func(context.Context) error
+	}{
+		{"trylock", func(ctx context.Context) error { return c.TryLock(ctx, key) }},
+		{"unlock", func(ctx context.Context) error { return c.Unlock(ctx, key) }},
+		{"reset by key", func(ctx context.Context) error { return c.ResetByKey(ctx, key) }},
+		{"reset by source", func(ctx context.Context) error { return c.ResetBySource(ctx, "go-silent") }},
+	} {
+		bounded, cancel := context.WithTimeout(ctx, silentBound)
+		start := time.Now()
+		err := call.do(bounded)
+		took := time.Since(start)
+		cancel()
+		switch {
+		case err == nil:
+			return fmt.Errorf("%s at a silent server succeeded", call.name)
+		case errors.Is(err, lockingcenter.ErrBusy):
+			return fmt.Errorf("%s at a silent server reported busy", call.name)
+		case !errors.Is(err, os.ErrDeadlineExceeded):
+			return fmt.Errorf("%s at a silent server: %v after %v, want the read timeout", call.name, err, took)
+		case took >= silentBound:
+			return fmt.Errorf("%s at a silent server took %v, want well under %v", call.name, took, silentBound)
+		}
+	}
+	return nil
 }

@@ -23,6 +23,7 @@ from ._errors import (
     LockingCenterError,
     LockTimeoutError,
     ProtocolError,
+    ReadTimeoutError,
     RefusedError,
 )
 from ._protocol import (
@@ -46,6 +47,7 @@ __all__ = [
     "MAX_KEY_LEN",
     "MAX_SOURCE_LEN",
     "ProtocolError",
+    "ReadTimeoutError",
     "RefusedError",
     "Result",
     "encode_request",

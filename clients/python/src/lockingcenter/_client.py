@@ -16,6 +16,7 @@ from ._errors import (
     InvalidSourceError,
     LockTimeoutError,
     ProtocolError,
+    ReadTimeoutError,
     RefusedError,
 )
 from ._protocol import (
@@ -32,6 +33,7 @@ from ._protocol import (
 BytesLike = Union[str, bytes, bytearray, memoryview]
 
 DEFAULT_CONNECT_TIMEOUT = 5.0
+DEFAULT_READ_TIMEOUT = 10.0
 
 
 def _to_bytes(value: BytesLike, what: str) -> bytes:
@@ -70,6 +72,11 @@ class Client:
     bytes, str as UTF-8); reset_by_source matches it. None or empty lets the
     server use the client's IP address. ``connect_timeout`` bounds each TCP
     connect in seconds; None waits as long as the system does.
+    ``read_timeout`` bounds, in seconds from the connect to the answer, every
+    call that does not wait for a key (try_lock, unlock, reset_by_key,
+    reset_by_source, and the release of wait); one that runs out raises
+    ReadTimeoutError. None leaves them unbounded. lock, and wait while it
+    waits for the key, never have a read timeout.
 
     A Client holds no connection between calls and is safe to share between
     threads. ``close`` (or leaving a ``with Client(...)`` block) aborts the
@@ -85,11 +92,13 @@ class Client:
         source: BytesLike | None = None,
         *,
         connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+        read_timeout: float | None = DEFAULT_READ_TIMEOUT,
     ) -> None:
         self._host, self._port = _split_address(address)
         self.address = address
         self.source = _check_source(source or b"")
         self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
         self._mu = threading.Lock()
         self._inflight: set[socket.socket] = set()
         self._closed = False
@@ -117,7 +126,8 @@ class Client:
 
     def try_lock(self, key: BytesLike) -> bool:
         """Take ``key`` only if it is free now. Returns True when this client
-        now holds it, False when another holder has it. Raises as lock."""
+        now holds it, False when another holder has it. Raises as lock, and
+        ReadTimeoutError when no answer comes within the read timeout."""
         return self._call(Action.TRY_LOCK, _check_key(key), self.source, None) is Result.OK
 
     def unlock(self, key: BytesLike) -> None:
@@ -161,6 +171,7 @@ class Client:
 
     def _call(self, action: Action, key: bytes, source: bytes, timeout: float | None) -> Result:
         deadline = None if timeout is None else time.monotonic() + timeout
+        waits = action is Action.LOCK  # no read timeout: it waits for the key
         request = encode_request(action, key, source)
         name = f"{action.name.lower()} {key or source!r} at {self.address}"
 
@@ -191,12 +202,14 @@ class Client:
                 self._inflight.add(sock)
             if cancelled:
                 raise CancelledError(f"{name}: client closed")
-            sock.settimeout(time_left())
+            sock.settimeout(time_left() if waits else self.read_timeout)
             sock.sendall(request)
             answer = sock.recv(1)
         except LockTimeoutError:
             raise
         except TimeoutError as e:
+            if not waits:
+                raise ReadTimeoutError(f"{name}: no answer within {self.read_timeout} s") from e
             raise LockTimeoutError(f"{name}: not granted within {timeout} s") from e
         except OSError as e:
             self._check_open(name)

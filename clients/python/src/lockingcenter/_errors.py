@@ -33,6 +33,12 @@ class LockTimeoutError(CommunicationError, TimeoutError):
     """The timeout of a lock or wait passed; the request was withdrawn."""
 
 
+class ReadTimeoutError(CommunicationError, TimeoutError):
+    """A call that does not wait for a key got no answer within the client's
+    ``read_timeout``. The connection is closed; whether the server applied
+    the request is unknown."""
+
+
 class CancelledError(CommunicationError):
     """The client was closed while the call was in flight, or before it; a
     parked lock request was withdrawn."""

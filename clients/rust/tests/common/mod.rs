@@ -215,6 +215,15 @@ pub struct FakeServer {
 
 impl FakeServer {
     pub fn start(answer: Option<&'static [u8]>) -> FakeServer {
+        FakeServer::start_with(move |_| answer, None)
+    }
+
+    /// As start, answering each request with `answer(action byte)`. With
+    /// `gate`, each answer waits for a message on it first.
+    pub fn start_with(
+        answer: impl Fn(u8) -> Option<&'static [u8]> + Send + 'static,
+        gate: Option<mpsc::Receiver<()>>,
+    ) -> FakeServer {
         let ln = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = ln.local_addr().unwrap().to_string();
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -233,10 +242,14 @@ impl FakeServer {
                         Ok(n) => buf.extend_from_slice(&chunk[..n]),
                     }
                 }
+                let reply = buf.first().and_then(|&a| answer(a));
                 reqs.lock().unwrap().push(buf);
                 let _ = rx_tx.send(());
-                match answer {
+                match reply {
                     Some(a) => {
+                        if let Some(g) = &gate {
+                            let _ = g.recv();
+                        }
                         let _ = conn.write_all(a);
                     }
                     None => {

@@ -31,6 +31,12 @@ import java.util.Objects;
  * exceptions for I/O. A try-lock that loses is not a failure: it returns
  * {@code false}.
  *
+ * <p>Every call that does not wait for a key ({@link #tryLock(byte[])},
+ * {@link #unlock}, {@link #resetByKey}, {@link #resetBySource} and the
+ * release of {@link #waitFor}) gives up after the read timeout, 10 s unless
+ * the builder says otherwise, with a {@link SocketTimeoutException}; whether
+ * the server applied it is then unknown. A lock never has a read timeout.
+ *
  * <p>A blocking lock is cancelled by interrupting its thread (for example
  * with {@code Future.cancel(true)}): the connection is closed, so the server
  * withdraws the request, and the call throws
@@ -47,12 +53,16 @@ public final class LockingCenterClient {
     /** Bound on each TCP connect unless the builder says otherwise. */
     public static final Duration DEFAULT_CONNECT_TIMEOUT = Duration.ofSeconds(5);
 
+    /** Bound on the answer of every call that does not wait for a key unless the builder says otherwise. */
+    public static final Duration DEFAULT_READ_TIMEOUT = Duration.ofSeconds(10);
+
     private static final byte[] NONE = new byte[0];
 
     private final String host;
     private final int port;
     private final byte[] source;
     private final Duration connectTimeout;
+    private final Duration readTimeout;
 
     private LockingCenterClient(Builder b) {
         int colon = b.address.lastIndexOf(':');
@@ -71,6 +81,7 @@ public final class LockingCenterClient {
         Protocol.checkSource(b.source);
         this.source = b.source.clone();
         this.connectTimeout = b.connectTimeout;
+        this.readTimeout = b.readTimeout;
     }
 
     /** A client of the mutex port at {@code address} ("host:port"), with no source. */
@@ -88,6 +99,7 @@ public final class LockingCenterClient {
         private final String address;
         private byte[] source = NONE;
         private Duration connectTimeout = DEFAULT_CONNECT_TIMEOUT;
+        private Duration readTimeout = DEFAULT_READ_TIMEOUT;
 
         private Builder(String address) {
             this.address = Objects.requireNonNull(address, "address");
@@ -114,6 +126,21 @@ public final class LockingCenterClient {
                 throw new IllegalArgumentException("connect timeout must not be negative");
             }
             this.connectTimeout = timeout;
+            return this;
+        }
+
+        /**
+         * Bounds the answer of every call that does not wait for a key (all
+         * but {@code lock}, {@code hold}, the timed {@code tryLock} and the
+         * wait of {@code waitFor}); one that runs out throws
+         * {@link SocketTimeoutException}. {@link Duration#ZERO} leaves them
+         * unbounded. Default {@link #DEFAULT_READ_TIMEOUT}.
+         */
+        public Builder readTimeout(Duration timeout) {
+            if (timeout.isNegative()) {
+                throw new IllegalArgumentException("read timeout must not be negative");
+            }
+            this.readTimeout = timeout;
             return this;
         }
 
@@ -239,7 +266,11 @@ public final class LockingCenterClient {
         return Objects.requireNonNull(s).getBytes(StandardCharsets.UTF_8);
     }
 
-    /** Sends one request and returns OK or BUSY; a null timeout reads without limit. */
+    /**
+     * Sends one request and returns OK or BUSY. A lock reads within timeout,
+     * or without limit when it is null; every other action within the read
+     * timeout.
+     */
     private Outcome call(Action action, byte[] key, byte[] src, Duration timeout) throws IOException {
         byte[] request = Protocol.encodeRequest(action, key, src);
         String what = action.name().toLowerCase() + " at " + address();
@@ -251,9 +282,20 @@ public final class LockingCenterClient {
             }
             // The socket's stream honours the read timeout and, being the
             // channel's, closes on interrupt.
-            ch.socket().setSoTimeout(timeout == null ? 0 : (int) Math.max(1, timeout.toMillis()));
+            Duration limit = action == Action.LOCK ? timeout : readTimeout;
+            ch.socket().setSoTimeout(limit == null || limit.isZero() ? 0 : (int) Math.min(Integer.MAX_VALUE, Math.max(1, limit.toMillis())));
             InputStream in = ch.socket().getInputStream();
-            int answer = in.read();
+            int answer;
+            try {
+                answer = in.read();
+            } catch (SocketTimeoutException e) {
+                if (action == Action.LOCK) {
+                    throw e;
+                }
+                SocketTimeoutException t = new SocketTimeoutException(what + ": no answer within " + limit.toMillis() + " ms");
+                t.initCause(e);
+                throw t;
+            }
             if (answer < 0) {
                 throw new EOFException(what + ": connection closed before the answer");
             }

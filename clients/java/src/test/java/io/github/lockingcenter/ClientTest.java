@@ -2,14 +2,50 @@ package io.github.lockingcenter;
 
 import java.io.EOFException;
 import java.io.IOException;
+import java.net.SocketTimeoutException;
 import java.nio.channels.ClosedByInterruptException;
 import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
 
 /** Behaviour of the client against a stand-in server: failures, timeouts, interruption. */
 final class ClientTest {
     private ClientTest() {}
+
+    /** Starts call on a daemon thread; the future holds what it threw, or null. */
+    private static CompletableFuture<Throwable> inThread(Check.Body call) {
+        CompletableFuture<Throwable> f = new CompletableFuture<>();
+        Thread t = new Thread(() -> {
+            try {
+                call.run();
+                f.complete(null);
+            } catch (Throwable e) {
+                f.complete(e);
+            }
+        });
+        t.setDaemon(true);
+        t.start();
+        return f;
+    }
+
+    /** What call threw, or null; a call still running after 10 s fails the test. */
+    private static Throwable within10s(Check.Body call) throws InterruptedException, ExecutionException {
+        try {
+            return inThread(call).get(10, TimeUnit.SECONDS);
+        } catch (TimeoutException e) {
+            throw new AssertionError("the call did not return within 10 s");
+        }
+    }
+
+    private static boolean isReadTimeout(Throwable t) {
+        return t instanceof SocketTimeoutException && t.getMessage().contains("no answer within 50 ms");
+    }
 
     static void run(Check check) {
         check.test("a refused connection is a failure, not busy", () -> {
@@ -72,6 +108,49 @@ final class ClientTest {
                 }
                 Check.equal(Json.toHex(s.requests.get(0)), "01026b000173", "lock");
                 Check.equal(Json.toHex(s.requests.get(1)), "02026b00", "unlock");
+            }
+        });
+
+        check.test("calls that do not wait for a key give up after the read timeout", () -> {
+            try (FakeServer s = new FakeServer(null)) {
+                LockingCenterClient c = LockingCenterClient.builder(s.address()).readTimeout(Duration.ofMillis(50)).build();
+                Map<String, Check.Body> calls = new LinkedHashMap<>();
+                calls.put("tryLock", () -> c.tryLock("k"));
+                calls.put("unlock", () -> c.unlock("k"));
+                calls.put("resetByKey", () -> c.resetByKey("k"));
+                calls.put("resetBySource", () -> c.resetBySource("s"));
+                for (Map.Entry<String, Check.Body> call : calls.entrySet()) {
+                    Throwable t = within10s(call.getValue());
+                    Check.isTrue(isReadTimeout(t), call.getKey() + ": " + t);
+                }
+            }
+        });
+
+        check.test("the release of waitFor gives up after the read timeout", () -> {
+            // The lock is granted at once; the unlock after it is never answered.
+            try (FakeServer s = new FakeServer(action -> action == 1 ? new byte[] {'+'} : null, null)) {
+                LockingCenterClient c = LockingCenterClient.builder(s.address()).readTimeout(Duration.ofMillis(50)).build();
+                Throwable t = within10s(() -> c.waitFor("k"));
+                Check.isTrue(isReadTimeout(t) && t.getMessage().startsWith("unlock"), "waitFor: " + t);
+            }
+        });
+
+        check.test("a lock has no read timeout", () -> {
+            CountDownLatch grant = new CountDownLatch(1);
+            try (FakeServer s = new FakeServer(action -> new byte[] {'+'}, grant)) {
+                LockingCenterClient c = LockingCenterClient.builder(s.address()).readTimeout(Duration.ofMillis(10)).build();
+                CompletableFuture<Throwable> lock = inThread(() -> c.lock("k"));
+                Check.isTrue(s.received.await(10, TimeUnit.SECONDS), "the request never arrived");
+                try {
+                    // Fifty read timeouts pass without an answer.
+                    Throwable early = lock.get(500, TimeUnit.MILLISECONDS);
+                    throw new AssertionError("lock returned before its grant: " + early);
+                } catch (TimeoutException e) {
+                    // still waiting, as it should
+                }
+                grant.countDown();
+                Throwable t = lock.get(10, TimeUnit.SECONDS);
+                Check.isTrue(t == null, "lock after its grant: " + t);
             }
         });
 

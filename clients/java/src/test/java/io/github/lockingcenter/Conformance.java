@@ -1,8 +1,10 @@
 package io.github.lockingcenter;
 
 import java.io.IOException;
+import java.net.SocketTimeoutException;
 import java.nio.channels.ClosedByInterruptException;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -16,24 +18,29 @@ import java.util.concurrent.TimeoutException;
 /**
  * Live scenarios of clients/conformance/run.sh for the Java client.
  *
- * <p>Reads LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR and LC_PROBE; prints one
- * line per scenario, "ok &lt;id&gt;" or "FAIL &lt;id&gt;: &lt;reason&gt;".
+ * <p>Reads LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR, LC_SILENT_ADDR and
+ * LC_PROBE; prints one line per scenario, "ok &lt;id&gt;" or "FAIL &lt;id&gt;: &lt;reason&gt;".
  * Exits 1 when a scenario failed, 2 when the environment is incomplete.
  */
 public final class Conformance {
     /** Seconds a background call may take before the scenario fails. */
     private static final long LIMIT = 60;
     private static final String PREFIX = "java/";
+    /** The read timeout of silent-server-times-out, and the bound each call must return well within. */
+    private static final Duration SILENT_TIMEOUT = Duration.ofSeconds(1);
+    private static final Duration SILENT_BOUND = SILENT_TIMEOUT.multipliedBy(10);
 
     private final String addr;
     private final String manager;
     private final String dead;
+    private final String silent;
     private final String probe;
 
-    private Conformance(String addr, String manager, String dead, String probe) {
+    private Conformance(String addr, String manager, String dead, String silent, String probe) {
         this.addr = addr;
         this.manager = manager;
         this.dead = dead;
+        this.silent = silent;
         this.probe = probe;
     }
 
@@ -283,9 +290,35 @@ public final class Conformance {
         b.unlock(key);
     }
 
+    void silentServerTimesOut() throws Exception {
+        LockingCenterClient c = LockingCenterClient.builder(silent).source("java-silent").readTimeout(SILENT_TIMEOUT).build();
+        String key = PREFIX + "silent";
+        Map<String, Call> calls = new LinkedHashMap<>();
+        calls.put("tryLock", () -> ensure(c.tryLock(key), "tryLock reported busy"));
+        calls.put("unlock", () -> c.unlock(key));
+        calls.put("resetByKey", () -> c.resetByKey(key));
+        calls.put("resetBySource", () -> c.resetBySource("java-silent"));
+        for (Map.Entry<String, Call> call : calls.entrySet()) {
+            String name = call.getKey();
+            long start = System.nanoTime();
+            Throwable t;
+            try {
+                background(call.getValue()).get(SILENT_BOUND.toMillis(), TimeUnit.MILLISECONDS);
+                throw new Failure(name + " at a silent server succeeded");
+            } catch (ExecutionException e) {
+                t = e.getCause();
+            } catch (TimeoutException e) {
+                throw new Failure(name + " at a silent server did not return within " + SILENT_BOUND.toMillis() + " ms");
+            }
+            Duration took = Duration.ofNanos(System.nanoTime() - start);
+            ensure(t instanceof SocketTimeoutException, name + " at a silent server: " + t + ", want SocketTimeoutException");
+            ensure(took.compareTo(SILENT_BOUND) < 0, name + " at a silent server took " + took.toMillis() + " ms, want well under " + SILENT_BOUND.toMillis());
+        }
+    }
+
     public static void main(String[] args) {
-        String[] env = new String[4];
-        String[] names = {"LC_ADDR", "LC_MANAGER_ADDR", "LC_DEAD_ADDR", "LC_PROBE"};
+        String[] env = new String[5];
+        String[] names = {"LC_ADDR", "LC_MANAGER_ADDR", "LC_DEAD_ADDR", "LC_SILENT_ADDR", "LC_PROBE"};
         for (int i = 0; i < names.length; i++) {
             env[i] = System.getenv(names[i]);
             if (env[i] == null || env[i].isEmpty()) {
@@ -293,7 +326,7 @@ public final class Conformance {
                 System.exit(2);
             }
         }
-        Conformance c = new Conformance(env[0], env[1], env[2], env[3]);
+        Conformance c = new Conformance(env[0], env[1], env[2], env[3], env[4]);
         Map<String, Scenario> scenarios = new LinkedHashMap<>();
         scenarios.put("lock-unlock", c::lockUnlock);
         scenarios.put("trylock-busy", c::tryLockBusy);
@@ -305,6 +338,7 @@ public final class Conformance {
         scenarios.put("binary-key", c::binaryKey);
         scenarios.put("refused-connection", c::refusedConnection);
         scenarios.put("cancel-withdraws", c::cancelWithdraws);
+        scenarios.put("silent-server-times-out", c::silentServerTimesOut);
         boolean failed = false;
         for (Map.Entry<String, Scenario> s : scenarios.entrySet()) {
             try {

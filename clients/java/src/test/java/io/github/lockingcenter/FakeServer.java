@@ -9,11 +9,14 @@ import java.net.Socket;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
+import java.util.function.IntFunction;
 
 /**
  * A stand-in for the mutex port on 127.0.0.1, for tests: it reads one whole
  * request per connection and answers a fixed byte, or with a null answer
  * never answers and counts down {@link #peerClosed} when the client goes.
+ * The answer may also depend on the request's action byte, and wait for a
+ * gate to open.
  */
 final class FakeServer implements AutoCloseable {
     final List<byte[]> requests = new CopyOnWriteArrayList<>();
@@ -23,8 +26,13 @@ final class FakeServer implements AutoCloseable {
     private final Thread thread;
 
     FakeServer(byte[] answer) throws IOException {
+        this(action -> answer, null);
+    }
+
+    /** Answers answerFor(action byte), once gate (if not null) is open. */
+    FakeServer(IntFunction<byte[]> answerFor, CountDownLatch gate) throws IOException {
         listener = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
-        thread = new Thread(() -> serve(answer), "fake-server");
+        thread = new Thread(() -> serve(answerFor, gate), "fake-server");
         thread.setDaemon(true);
         thread.start();
     }
@@ -53,7 +61,7 @@ final class FakeServer implements AutoCloseable {
         return b.length >= n ? n : -1;
     }
 
-    private void serve(byte[] answer) {
+    private void serve(IntFunction<byte[]> answerFor, CountDownLatch gate) {
         while (true) {
             try (Socket conn = listener.accept()) {
                 InputStream in = conn.getInputStream();
@@ -66,9 +74,14 @@ final class FakeServer implements AutoCloseable {
                     }
                     buf.write(chunk, 0, n);
                 }
-                requests.add(buf.toByteArray());
+                byte[] request = buf.toByteArray();
+                requests.add(request);
                 received.countDown();
+                byte[] answer = request.length == 0 ? null : answerFor.apply(request[0]);
                 if (answer != null) {
+                    if (gate != null) {
+                        gate.await();
+                    }
                     conn.getOutputStream().write(answer);
                     continue;
                 }
@@ -81,6 +94,9 @@ final class FakeServer implements AutoCloseable {
                 }
                 peerClosed.countDown();
             } catch (IOException e) {
+                return;
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
                 return;
             }
         }
