@@ -22,7 +22,7 @@
 # then one per scenario. Other output is ignored; standard error is shown
 # when a language has a failed cell.
 #
-#   LC_TIMEOUT  seconds one language may take, build included (default 1200)
+#   LC_LANGUAGE_TIMEOUT  seconds one language may take, build included (default 1200)
 #
 # The last line is `N passed, M failed`, counting cells. The exit status is
 # non-zero when any cell failed.
@@ -47,7 +47,7 @@ done
 
 export LC_TOOLS=${LC_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/locking-center/tools}
 export PATH="$LC_TOOLS/bin:$PATH"
-timeout_s=${LC_TIMEOUT:-1200}
+timeout_s=${LC_LANGUAGE_TIMEOUT:-1200}
 
 if ! bash "$root/clients/conformance/setup.sh" "${langs[@]}"; then
 	echo "run.sh: setup failed" >&2
