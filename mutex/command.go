@@ -46,9 +46,10 @@ const (
 	// lock-delays that ended, waits that timed out.
 	OpTick
 	// OpRestart starts a new run of the server on a table read back from
-	// a journal: parked requests bound to a connection (ConnBound) are
-	// withdrawn, leases and lock-delays start again from At, and the
-	// fencing token counter is raised to at least At in Unix nanoseconds.
+	// a journal (or a new leader's term): parked requests bound to a
+	// connection (ConnBound) are withdrawn, and leases and lock-delays start
+	// again from At. The node passes the floor of its fencing tokens in
+	// Floor.
 	OpRestart
 )
 
@@ -126,6 +127,11 @@ type Command struct {
 	Target  uint64 // cancel: the request id of the acquire to withdraw
 	Ticket  uint64 // cancel: the table's id of a parked request
 	Token   uint64 // release, renew, revoke: the lock's fencing token
+	// Floor, when above the table's last fencing token, raises it before
+	// the command applies: the next grant's token is above Floor. A node
+	// without a journal passes its clock in Unix nanoseconds at a restart;
+	// a replicated log can pass its entry's position.
+	Floor uint64
 
 	Try   bool          // acquire: never park; busy if the key cannot be had now
 	Wait  time.Duration // acquire: the longest it may stay parked; 0 for ever

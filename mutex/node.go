@@ -156,7 +156,9 @@ func NewNode(cfg NodeConfig) *Node {
 	var d deliveries
 	n.mu.Lock()
 	now := n.now()
-	n.applyLocked(&Command{Op: OpRestart, At: now}, &d)
+	// Tokens go on above the journal's and above the clock, which is all a
+	// node without a journal has to go on from (see Command.Floor).
+	n.applyLocked(&Command{Op: OpRestart, At: now, Floor: uint64(max(now.UnixNano(), 0))}, &d)
 	for _, id := range n.t.sessionIDs() {
 		n.addLive(id, time.Duration(n.t.sessions[id].ttl), now.UnixNano())
 	}

@@ -189,6 +189,10 @@ func (t *Table) Apply(c *Command) Result {
 }
 
 func (t *Table) apply(c *Command) Result {
+	if c.Floor > t.lastToken {
+		t.lastToken = c.Floor
+		t.advanced = true // the counter is state: journal the command
+	}
 	switch c.Op {
 	case OpAcquire:
 		return t.acquire(c)
@@ -719,7 +723,6 @@ func (t *Table) tick(now int64, at time.Time) bool {
 
 func (t *Table) restart(c *Command) Result {
 	now := c.unixNano()
-	t.lastToken = max(t.lastToken, uint64(max(now, 0)))
 	var gone []*request
 	for _, r := range t.tickets {
 		if r.connBound {

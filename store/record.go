@@ -139,6 +139,7 @@ func appendCommand(b []byte, c *mutex.Command) []byte {
 	e.uint("target", c.Target)
 	e.uint("ticket", c.Ticket)
 	e.uint("token", c.Token)
+	e.uint("floor", c.Floor)
 	e.bool("try", c.Try)
 	e.int("wait", int64(c.Wait))
 	e.int("lease", int64(c.Lease))
@@ -267,6 +268,7 @@ type fields struct {
 	At                                  *int64
 	Key, Src, Addr, Owner, Name, Secret []byte
 	Sess, Req, Target, Ticket, Token    uint64
+	Floor                               uint64
 	Count, Limit, Applied, Sessions     uint64
 	Try, Reent, Conn                    bool
 	Wait, Lease, Delay, TTL, Mode, Prio int64
@@ -288,6 +290,7 @@ type fieldsJSON struct {
 	Target   uint64 `json:"target"`
 	Ticket   uint64 `json:"ticket"`
 	Token    uint64 `json:"token"`
+	Floor    uint64 `json:"floor"`
 	Count    uint64 `json:"count"`
 	Limit    uint64 `json:"limit"`
 	Applied  uint64 `json:"applied"`
@@ -400,7 +403,7 @@ func (f *fields) item() (item, error) {
 	}
 	c := mutex.Command{Op: op, At: time.Unix(0, *f.At), Key: string(f.Key), Source: string(f.Src),
 		RemoteAddr: string(f.Addr), Session: f.Sess, Request: f.Req, Target: f.Target, Ticket: f.Ticket,
-		Token: f.Token, Try: f.Try, Wait: time.Duration(f.Wait), Lease: time.Duration(f.Lease),
+		Token: f.Token, Floor: f.Floor, Try: f.Try, Wait: time.Duration(f.Wait), Lease: time.Duration(f.Lease),
 		Delay: time.Duration(f.Delay), TTL: time.Duration(f.TTL), Mode: mutex.Mode(f.Mode),
 		Limit: uint32(f.Limit), Priority: int32(f.Prio), Reentrant: f.Reent, Owner: string(f.Owner),
 		ConnBound: f.Conn}
@@ -465,7 +468,7 @@ func scanFlat(p []byte) (f fields, ok bool) {
 
 var fieldBit = func() map[string]uint64 {
 	names := []string{"op", "at", "key", "src", "addr", "owner", "name", "secret", "sess", "req", "target",
-		"ticket", "token", "count", "limit", "applied", "sessions", "try", "reent", "conn", "wait", "lease",
+		"ticket", "token", "floor", "count", "limit", "applied", "sessions", "try", "reent", "conn", "wait", "lease",
 		"delay", "ttl", "mode", "prio", "opened", "lease_at", "delay_at", "wait_at"}
 	m := make(map[string]uint64, len(names))
 	for i, n := range names {
@@ -550,6 +553,8 @@ func (f *fields) set(name string, v []byte) bool {
 		return uint(&f.Ticket)
 	case "token":
 		return uint(&f.Token)
+	case "floor":
+		return uint(&f.Floor)
 	case "count":
 		return uint(&f.Count)
 	case "limit":
