@@ -150,6 +150,11 @@ type Command struct {
 	ConnBound bool
 
 	SecretHash [SecretHashLen]byte // open session: SHA-256 of the resume secret
+
+	// Proposer and Proposal name a command that a node proposed to a
+	// replicated log, so that the node knows its own when it applies. The
+	// table ignores them.
+	Proposer, Proposal uint64
 }
 
 // unixNano returns c.At in Unix nanoseconds.
@@ -187,6 +192,9 @@ const (
 	StatusUpgrade
 	// StatusInvalid: a field of the command is out of range.
 	StatusInvalid
+	// StatusUnavailable: a replicated node did not commit the command: it
+	// is not the leader, or the cluster has no quorum. Nothing changed.
+	StatusUnavailable
 )
 
 var statusNames = [...]string{
@@ -203,6 +211,7 @@ var statusNames = [...]string{
 	StatusLimitMismatch: "limit mismatch",
 	StatusUpgrade:       "upgrade refused",
 	StatusInvalid:       "invalid",
+	StatusUnavailable:   "unavailable",
 }
 
 // String names the status.

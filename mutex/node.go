@@ -30,6 +30,10 @@ type NodeConfig struct {
 	// Clock returns the time stamped on each command; nil means NewClock().
 	// Tests inject their own.
 	Clock func() time.Time
+	// Replicator, when set, commits every command through a replicated
+	// log before any node applies it (see Replicator); Journal is then
+	// unused. The node changes the table only while SetLeader(true).
+	Replicator Replicator
 }
 
 // Waker hears how a parked request ends: EventGranted or EventWithdrawn,
@@ -108,6 +112,14 @@ type Node struct {
 
 	observers []observer
 	nextObs   uint64
+
+	// A replicated node's.
+	rep          Replicator
+	pmu          sync.Mutex // orders proposals, expiries first
+	instance     uint64     // tells this node's proposals apart
+	proposals    map[uint64]*proposal
+	nextProposal uint64
+	leader       bool
 }
 
 // observer is one function that Observe registered.
@@ -145,6 +157,7 @@ func NewNode(cfg NodeConfig) *Node {
 		now:     cfg.Clock,
 		wakers:  make(map[uint64]Waker),
 		lives:   make(map[uint64]*Live),
+		rep:     cfg.Replicator,
 	}
 	if n.t == nil {
 		n.t = NewTable()
@@ -153,6 +166,12 @@ func NewNode(cfg NodeConfig) *Node {
 		n.now = NewClock()
 	}
 	n.t.ResetCounters()
+	if n.rep != nil {
+		n.journal = nil
+		n.instance = instanceID()
+		n.proposals = make(map[uint64]*proposal)
+		return n // the leader restarts the table when it is elected
+	}
 	var d deliveries
 	n.mu.Lock()
 	now := n.now()
@@ -225,6 +244,9 @@ func (n *Node) Apply(c Command) (Result, Pending) { return n.ApplyWake(c, nil) }
 // ApplyWake is Apply with w to call when c, an acquire, parks and later
 // ends its wait.
 func (n *Node) ApplyWake(c Command, w Waker) (Result, Pending) {
+	if n.rep != nil {
+		return n.propose(c, &proposal{waker: w}), nil
+	}
 	var d deliveries
 	d.wakes = d.buf[:0]
 	n.mu.Lock()
@@ -247,6 +269,10 @@ func (n *Node) ApplyWake(c Command, w Waker) (Result, Pending) {
 // It also returns the result; delivered is false when the session has no
 // Live (it ended), and then nothing was delivered.
 func (n *Node) ApplySession(c Command) (res Result, p Pending, delivered bool) {
+	if n.rep != nil {
+		res = n.propose(c, &proposal{session: true})
+		return res, nil, res.Status != StatusNoSession && res.Status != StatusUnavailable
+	}
 	var d deliveries
 	n.mu.Lock()
 	now := n.now()
@@ -342,6 +368,14 @@ func (n *Node) addLive(id uint64, ttl time.Duration, now int64) *Live {
 
 func (n *Node) removeLive(l *Live) {
 	delete(n.lives, l.id)
+	n.dropExpiry(l)
+}
+
+// popExpiry takes the first session off the expiry heap; it stays live.
+func (n *Node) popExpiry() { n.dropExpiry(n.expiry[0]) }
+
+// dropExpiry takes l off the expiry heap.
+func (n *Node) dropExpiry(l *Live) {
 	i := l.idx
 	last := len(n.expiry) - 1
 	if i < 0 || i > last || n.expiry[i] != l {
@@ -362,6 +396,17 @@ func (n *Node) removeLive(l *Live) {
 // address of its client's connection, for listings.
 func (n *Node) OpenSession(name string, ttl time.Duration, secretHash [SecretHashLen]byte, remote string,
 	route Route) (*Live, Result, Pending) {
+	if n.rep != nil {
+		res := n.propose(Command{Op: OpOpenSession, Source: name, TTL: ttl, SecretHash: secretHash},
+			&proposal{route: route, remote: remote})
+		n.mu.Lock()
+		l := n.lives[res.Session]
+		n.mu.Unlock()
+		if res.Status != StatusOK {
+			l = nil
+		}
+		return l, res, nil
+	}
 	var d deliveries
 	n.mu.Lock()
 	now := n.now()
@@ -393,10 +438,12 @@ func (n *Node) Resume(id uint64, secretHash [SecretHashLen]byte, remote string,
 	n.mu.Lock()
 	now := n.now()
 	ns := now.UnixNano()
-	n.expireDue(ns, &d)
+	if n.rep == nil {
+		n.expireDue(ns, &d)
+	}
 	l := n.lives[id]
 	var st SessionState
-	ok := l != nil
+	ok := l != nil && (n.rep == nil || n.leader)
 	if ok {
 		st, ok = n.t.sessionState(id, ns)
 	}
@@ -449,7 +496,7 @@ func (n *Node) expireDue(now int64, d *deliveries) {
 // arm sets the timer for the earliest of the table's next deadline and
 // the next session expiry, unless it is set for then or earlier.
 func (n *Node) arm(now int64) {
-	if n.closed {
+	if n.closed || n.rep != nil && !n.leader {
 		return
 	}
 	var next int64
@@ -480,6 +527,10 @@ func (n *Node) Advance() { n.fire() }
 // fire is the timer: it expires sessions and applies a tick when one is
 // due, then sets the timer again.
 func (n *Node) fire() {
+	if n.rep != nil {
+		n.fireReplicated()
+		return
+	}
 	var d deliveries
 	n.mu.Lock()
 	if n.closed {
