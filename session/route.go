@@ -50,6 +50,18 @@ func (s *sess) queue(it item) {
 	s.mu.Unlock()
 }
 
+// queueBounded adds it unless the session already owes limit frames, and
+// reports whether it did.
+func (s *sess) queueBounded(it item, limit int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.items) >= limit {
+		return false
+	}
+	s.items = append(s.items, it)
+	return true
+}
+
 // beginBatch holds writes back while the reader handles the frames of one
 // read, so that their answers leave in one write.
 func (s *sess) beginBatch() {
@@ -199,6 +211,7 @@ func (s *sess) encodeEvent(b []byte, ev *mutex.Event, failed bool) ([]byte, *mut
 		fb.u8(TagCode, uint8(code))
 		return fb.end(), nil, false
 	case mutex.EventSessionEnded:
+		s.srv.watch.dropSession(s)
 		if ev.Reason == mutex.ReasonSessionExpired {
 			return append(b, goodbye(CodeSessionExpired, "the session's TTL passed without a frame")...), nil, true
 		}

@@ -95,6 +95,9 @@ type Server struct {
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
 	closed bool
+
+	watch     watches
+	closeOnce sync.Once
 }
 
 // NewServer returns a server over n. Errors: those of cfg.Validate.
@@ -102,7 +105,9 @@ func NewServer(n *mutex.Node, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Server{node: n, cfg: cfg.withDefaults(), log: serve.Discard(cfg.Logger), conns: make(map[*conn]struct{})}, nil
+	s := &Server{node: n, cfg: cfg.withDefaults(), log: serve.Discard(cfg.Logger), conns: make(map[*conn]struct{})}
+	s.startWatches()
+	return s, nil
 }
 
 // Close tells every connection that the server is stopping (GOODBYE
@@ -121,6 +126,7 @@ func (s *Server) Close() error {
 		c.send(goodbye(CodeShuttingDown, "the server is stopping"))
 		c.close()
 	}
+	s.closeOnce.Do(s.watch.close)
 	s.group.Close()
 	s.group.Wait()
 	return nil
@@ -540,11 +546,12 @@ var (
 	renewTags    = tagSet(TagKey, TagToken, TagLease)
 	cancelTags   = tagSet(TagTarget)
 	describeTags = tagSet(TagKey)
+	watchTags    = tagSet(TagKey)
 	noTags       = tagSet()
 	// requestTags are the tags of each request of an open session, by
 	// frame type; nil: not such a request.
 	requestTags = [...]*[256]bool{TypeAcquire: acquireTags, TypeRelease: releaseTags, TypeRenew: renewTags,
-		TypeCancel: cancelTags, TypeDescribe: describeTags, TypePing: noTags, TypeClose: noTags}
+		TypeCancel: cancelTags, TypeDescribe: describeTags, TypePing: noTags, TypeClose: noTags, TypeWatch: watchTags}
 )
 
 func tagSet(tags ...Tag) *[256]bool {
@@ -586,6 +593,11 @@ func (c *conn) handle(f *Frame) bool {
 	case TypePing:
 		s.queue(item{raw: okFrame(nil, f.ID)})
 		return true
+	case TypeWatch:
+		prefix, _ := f.Get(TagKey)
+		c.s.watch.add(&watch{s: s, id: f.ID, prefix: string(prefix)})
+		s.queue(item{raw: okFrame(nil, f.ID)})
+		return true
 	case TypeDescribe:
 		key, ok := f.Get(TagKey)
 		if !ok || mutex.ValidateKey(string(key)) != nil {
@@ -620,6 +632,10 @@ func (c *conn) handle(f *Frame) bool {
 			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, "CANCEL needs a target")})
 			return true
 		}
+		if c.s.watch.cancel(s, target) {
+			s.queue(item{raw: okFrame(nil, f.ID)})
+			return true
+		}
 		cmd.Op, cmd.Target = mutex.OpCancel, target
 	case TypeClose:
 		cmd.Op = mutex.OpCloseSession
@@ -629,6 +645,7 @@ func (c *conn) handle(f *Frame) bool {
 		return false
 	}
 	if f.Type == TypeClose {
+		c.s.watch.dropSession(s)
 		s.endBatch()
 		s.closeAfterFlush()
 		return false
