@@ -121,6 +121,10 @@ type Command struct {
 	Key        string // 1..MaxKeyLen bytes
 	Source     string // acquire by v1: owner name; reset by source; session name
 	RemoteAddr string // acquire: peer ip:port
+	// Account is who is charged for the locks and parked requests of a v1
+	// acquire or of a session being opened, for MaxHeld and MaxParked: the
+	// authenticated principal, or the client's IP address. Empty: nobody.
+	Account string
 
 	Session uint64 // the session of the command; 0 for v1
 	Request uint64 // the client's request id within Session (increasing)
@@ -144,6 +148,14 @@ type Command struct {
 	Priority  int32  // acquire: higher is served first; 0 keeps arrival order
 	Reentrant bool   // acquire: a holder of Key in the same session (and Owner) counts up
 	Owner     string // acquire: the owner within the session, for reentrancy
+
+	// MaxHeld and MaxParked cap what the acquire's account may have: an
+	// acquire is refused with StatusOverLimit when the account's locks and
+	// parked requests (each may become a lock) are already MaxHeld, or
+	// when it would park and the account already has MaxParked requests
+	// parked. A reentrant acquire that counts up takes no new lock and is
+	// not capped. 0: no cap.
+	MaxHeld, MaxParked uint32
 
 	// ConnBound marks an acquire whose waiting is tied to one connection
 	// (v1, HTTP): a restart withdraws it.
@@ -195,6 +207,9 @@ const (
 	// StatusUnavailable: a replicated node did not commit the command: it
 	// is not the leader, or the cluster has no quorum. Nothing changed.
 	StatusUnavailable
+	// StatusOverLimit: the acquire's account has as many locks or parked
+	// requests as Command.MaxHeld or MaxParked allow. Nothing changed.
+	StatusOverLimit
 )
 
 var statusNames = [...]string{
@@ -212,6 +227,7 @@ var statusNames = [...]string{
 	StatusUpgrade:       "upgrade refused",
 	StatusInvalid:       "invalid",
 	StatusUnavailable:   "unavailable",
+	StatusOverLimit:     "over limit",
 }
 
 // String names the status.
