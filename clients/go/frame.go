@@ -33,6 +33,7 @@ const (
 	frameDescribe byte = 0x07
 	framePing     byte = 0x08
 	frameClose    byte = 0x09
+	frameWatch    byte = 0x0A
 
 	frameWelcome byte = 0x81
 	frameGranted byte = 0x82
@@ -41,6 +42,7 @@ const (
 	frameLost    byte = 0x85
 	frameInfo    byte = 0x86
 	frameGoodbye byte = 0x87
+	frameEvent   byte = 0x88
 )
 
 // Field tags.
@@ -71,6 +73,8 @@ const (
 	tagReentrant  byte = 0x18
 	tagOwner      byte = 0x19
 	tagCount      byte = 0x1A
+	tagEvent      byte = 0x1C
+	tagAt         byte = 0x1D
 	tagHeld       byte = 0x20
 	tagParked     byte = 0x21
 	tagHolder     byte = 0x22
@@ -85,6 +89,7 @@ var fixedSize = [256]uint8{
 	tagTTL: 4, tagSession: 8, tagSecret: secretLen, tagToken: 8, tagWait: 4, tagLease: 4, tagDelay: 4,
 	tagTarget: 8, tagCode: 1, tagQueue: 4, tagApplied: 8, tagLeft: 4, tagHeldFor: 4, tagKeepalive: 4,
 	tagRequest: 8, tagMode: 1, tagLimit: 4, tagPriority: 4, tagReentrant: 1, tagCount: 4,
+	tagEvent: 1, tagAt: 8,
 }
 
 // Codes: why a request was refused, a lock lost or a connection ended.
@@ -107,6 +112,7 @@ const (
 	codeDeadlock       = 16
 	codeLimitMismatch  = 17
 	codeUpgrade        = 18
+	codeSlowConsumer   = 20
 )
 
 var codeNames = [...]string{
@@ -116,7 +122,7 @@ var codeNames = [...]string{
 	codeLeaseExpired: "lease_expired", codeSessionExpired: "session_expired",
 	codeProtocolError: "protocol_error", codeUnknownSession: "unknown_session",
 	codeShuttingDown: "shutting_down", codeDeadlock: "deadlock", codeLimitMismatch: "limit_mismatch",
-	codeUpgrade: "upgrade",
+	codeUpgrade: "upgrade", codeSlowConsumer: "slow_consumer",
 }
 
 // codeName returns a code's name as docs/protocol.md spells it.

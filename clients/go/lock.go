@@ -286,12 +286,12 @@ func (l *Lock) Value(key any) any { return l.values.Value(key) }
 
 // Release lets the key go: Done closes at once (Cause ErrLockReleased),
 // the server is told and Release waits for its answer, at most the
-// session's release timeout. It returns nil once the server has released
-// the lock; an error matching ErrLockLost when the lock had ended before
-// (Cause then says how; a lock released by Session.Close returns nil);
-// ErrLockOrphaned after Orphan; or, when no answer came in time, an error
-// matching context.DeadlineExceeded: the release then stays queued and
-// goes out when the connection is back. Release is idempotent: a second
+// session's read timeout (WithReadTimeout). It returns nil once the server
+// has released the lock; an error matching ErrLockLost when the lock had
+// ended before (Cause then says how; a lock released by Session.Close
+// returns nil); ErrLockOrphaned after Orphan; or, when no answer came in
+// time, an error matching os.ErrDeadlineExceeded: the release then stays
+// queued and goes out when the connection is back. Release is idempotent: a second
 // call returns the first one's result without contacting the server.
 func (l *Lock) Release() error {
 	l.releaseOnce.Do(func() { l.releaseErr = l.s.release(l) })

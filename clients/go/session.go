@@ -6,35 +6,35 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"time"
 )
 
-// DefaultReleaseTimeout bounds how long Lock.Release and Session.Close
-// wait for the server's answer unless WithReleaseTimeout says otherwise.
-const DefaultReleaseTimeout = 10 * time.Second
-
 // SessionOption configures NewSession. The options of New apply too:
 // WithSource names the session (its source: shown by lc-cli keys -d,
 // matched by reset by source; empty lets the server use the client's IP
-// address) and WithConnectTimeout bounds each connect and its handshake.
+// address), WithConnectTimeout bounds each connect and its handshake, and
+// WithReadTimeout bounds how long Lock.Release and Session.Close wait for
+// the server's answer (0: until it comes or the session ends).
 type SessionOption interface{ applySession(*sessionConfig) }
 
 type sessionConfig struct {
 	name           string
 	ttl            time.Duration
 	connectTimeout time.Duration
-	releaseTimeout time.Duration
+	readTimeout    time.Duration
 	dial           func(ctx context.Context, network, address string) (net.Conn, error)
 	clock          clock
 }
 
-// applySession lets WithSource and WithConnectTimeout configure a session.
+// applySession lets WithSource, WithConnectTimeout and WithReadTimeout
+// configure a session.
 func (o Option) applySession(cfg *sessionConfig) {
-	c := Client{source: cfg.name, connectTimeout: cfg.connectTimeout}
+	c := Client{source: cfg.name, connectTimeout: cfg.connectTimeout, readTimeout: cfg.readTimeout}
 	o(&c)
-	cfg.name, cfg.connectTimeout = c.source, c.connectTimeout
+	cfg.name, cfg.connectTimeout, cfg.readTimeout = c.source, c.connectTimeout, c.readTimeout
 }
 
 type sessionOption func(*sessionConfig)
@@ -55,15 +55,9 @@ func WithDialer(dial func(ctx context.Context, network, address string) (net.Con
 	return sessionOption(func(c *sessionConfig) { c.dial = dial })
 }
 
-// WithReleaseTimeout bounds how long Lock.Release and Session.Close wait
-// for the server's answer; the default is DefaultReleaseTimeout.
-func WithReleaseTimeout(d time.Duration) SessionOption {
-	return sessionOption(func(c *sessionConfig) { c.releaseTimeout = d })
-}
-
 // clock is where a session reads the time and sets the timers of its own
 // deadlines (lock loss, keepalive, reconnect backoff). Socket deadlines
-// and the waits of Release and Close use the system's clock.
+// and the read timeout of Release and Close use the system's clock.
 type clock interface {
 	Now() time.Time
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
@@ -184,12 +178,12 @@ type heldItem struct {
 }
 
 // NewSession connects to the mutex port at addr ("host:port") and opens a
-// session, within ctx. Options: WithSource, WithConnectTimeout, WithTTL,
-// WithDialer, WithReleaseTimeout. Errors: ErrInvalidSource, a network
+// session, within ctx. Options: WithSource, WithConnectTimeout,
+// WithReadTimeout, WithTTL, WithDialer. Errors: ErrInvalidSource, a network
 // error, or an error matching ErrFailed when the server refused the
 // session.
 func NewSession(ctx context.Context, addr string, opts ...SessionOption) (*Session, error) {
-	cfg := sessionConfig{connectTimeout: DefaultConnectTimeout, releaseTimeout: DefaultReleaseTimeout}
+	cfg := sessionConfig{connectTimeout: DefaultConnectTimeout, readTimeout: DefaultReadTimeout}
 	for _, o := range opts {
 		o.applySession(&cfg)
 	}
@@ -324,7 +318,7 @@ func (s *Session) Acquire(ctx context.Context, key string, opts ...AcquireOption
 
 // Close ends the session: it sends CLOSE, which releases every lock of
 // the session at once (orphaned ones too) and withdraws its waiting
-// requests, and waits for the answer, at most the release timeout. When
+// requests, and waits for the answer, at most the read timeout. When
 // the connection is down it first tries to resume. Locks end with
 // ErrLockReleased, or, when the server could not be told, with
 // ErrLockLost (the server then ends them with the session's TTL) and
@@ -401,14 +395,18 @@ func (s *Session) release(l *Lock) error {
 	s.dropLock(l, ErrLockReleased)
 	r := s.enqueueRelease(l.key, l.token, l, make(chan result, 1))
 	s.mu.Unlock()
-	t := time.NewTimer(s.cfg.releaseTimeout)
-	defer t.Stop()
+	var timeout <-chan time.Time
+	if s.cfg.readTimeout > 0 {
+		t := time.NewTimer(s.cfg.readTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case res := <-r.result:
 		return res.err
-	case <-t.C:
-		return fmt.Errorf("release %q: %w: no answer within %v; the release is sent again after a reconnect",
-			l.key, context.DeadlineExceeded, s.cfg.releaseTimeout)
+	case <-timeout:
+		return fmt.Errorf("release %q: no answer within %v (%w); it is sent again after a reconnect",
+			l.key, s.cfg.readTimeout, os.ErrDeadlineExceeded)
 	}
 }
 
@@ -986,11 +984,14 @@ func (s *Session) shutdown() {
 		"Close could not tell the server; it ends the lock with the session's TTL")
 }
 
-// sendClose sends CLOSE and waits for its answer, within the release
+// sendClose sends CLOSE and waits for its answer, within the read
 // timeout: on the attached connection, or on a resumed one when there is
 // none or it drops first (the resume sends the same CLOSE again).
 func (s *Session) sendClose() error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.releaseTimeout)
+	ctx, cancel := context.WithCancel(context.Background())
+	if s.cfg.readTimeout > 0 {
+		ctx, cancel = context.WithTimeoutCause(context.Background(), s.cfg.readTimeout, os.ErrDeadlineExceeded)
+	}
 	defer cancel()
 	r := &request{typ: frameClose, result: make(chan result, 1)}
 	s.mu.Lock()
@@ -1002,7 +1003,7 @@ func (s *Session) sendClose() error {
 		s.mu.Unlock()
 		if c == nil {
 			var err error
-			if c, err = s.resume(ctx); err != nil {
+			if c, err = s.resumeWithin(ctx); err != nil {
 				return err
 			}
 		}
@@ -1010,14 +1011,14 @@ func (s *Session) sendClose() error {
 		out := s.out
 		s.out = nil
 		s.mu.Unlock()
-		c.nc.SetWriteDeadline(time.Now().Add(s.cfg.releaseTimeout))
+		c.nc.SetWriteDeadline(time.Now().Add(max(s.keepalive, time.Second)))
 		if _, err := c.nc.Write(out); err == nil {
 			select {
 			case res := <-r.result:
 				return res.err
 			case <-c.dead:
 			case <-ctx.Done():
-				return fmt.Errorf("no answer within %v: %w", s.cfg.releaseTimeout, ctx.Err())
+				return fmt.Errorf("no answer within %v (%w)", s.cfg.readTimeout, context.Cause(ctx))
 			}
 		}
 		c.nc.Close()

@@ -3,6 +3,7 @@ package lockingcenter_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -599,5 +600,29 @@ func TestSessionKeepalive(t *testing.T) {
 	}
 	if h, _ := srv.node.Holder("k/k"); h.Token != l.Token() {
 		t.Fatal("the lock is gone on the server")
+	}
+}
+
+// Release gives up after the read timeout when no answer comes; the
+// release goes out again once the connection is back.
+func TestSessionReleaseReadTimeout(t *testing.T) {
+	srv := startServer(t, serverOptions{})
+	tn := newTestNet()
+	s := srv.open(lockingcenter.WithDialer(tn.dial), lockingcenter.WithReadTimeout(50*time.Millisecond))
+	other := srv.open()
+	l := mustAcquire(t, s, "rt/k")
+	next := acquireAsync(context.Background(), other, "rt/k")
+	srv.waitQueue("rt/k", 1)
+	tn.mute()
+	err := l.Release()
+	if !errors.Is(err, os.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "no answer within 50ms") {
+		t.Fatalf("Release with no answer: %v", err)
+	}
+	if !errors.Is(l.Cause(), lockingcenter.ErrLockReleased) || l.Release() != err {
+		t.Fatalf("after the timeout: cause %v", l.Cause())
+	}
+	tn.cut()
+	if got := receive(t, "the key, released after the reconnect", next); got.err != nil {
+		t.Fatal(got.err)
 	}
 }
