@@ -15,9 +15,10 @@ import (
 // SessionOption configures NewSession. The options of New apply too:
 // WithSource names the session (its source: shown by lc-cli keys -d,
 // matched by reset by source; empty lets the server use the client's IP
-// address), WithConnectTimeout bounds each connect and its handshake, and
-// WithReadTimeout bounds how long Lock.Release and Session.Close wait for
-// the server's answer (0: until it comes or the session ends).
+// address), WithConnectTimeout bounds each connect, and WithReadTimeout
+// bounds how long the handshake (HELLO or RESUME), Lock.Release and
+// Session.Close wait for the server's answer (0: until it comes or the
+// session ends).
 type SessionOption interface{ applySession(*sessionConfig) }
 
 type sessionConfig struct {
@@ -405,8 +406,8 @@ func (s *Session) release(l *Lock) error {
 	case res := <-r.result:
 		return res.err
 	case <-timeout:
-		return fmt.Errorf("release %q: no answer within %v (%w); it is sent again after a reconnect",
-			l.key, s.cfg.readTimeout, os.ErrDeadlineExceeded)
+		return fmt.Errorf("release %q at %s: no answer within %v (%w); it is sent again after a reconnect",
+			l.key, s.addr, s.cfg.readTimeout, os.ErrDeadlineExceeded)
 	}
 }
 
@@ -633,15 +634,24 @@ func (s *Session) endLost(err, reason error, why string) {
 // the first answer, within ctx and the connect timeout. It returns the
 // connection and its WELCOME, or a *goodbyeError, a network error or an
 // error matching ErrProtocol.
-func (s *Session) handshake(ctx context.Context, b []byte) (*sconn, *frame, error) {
+func (s *Session) handshake(parent context.Context, b []byte) (*sconn, *frame, error) {
+	dctx := parent
 	if d := s.cfg.connectTimeout; d > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
+		dctx, cancel = context.WithTimeout(parent, d)
 		defer cancel()
 	}
-	nc, err := s.cfg.dial(ctx, "tcp", s.addr)
+	nc, err := s.cfg.dial(dctx, "tcp", s.addr)
 	if err != nil {
 		return nil, nil, err
+	}
+	// The handshake is a request that waits for no key: the read timeout
+	// bounds its answer.
+	ctx := parent
+	if d := s.cfg.readTimeout; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(parent, d)
+		defer cancel()
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
@@ -665,8 +675,14 @@ func (s *Session) handshake(ctx context.Context, b []byte) (*sconn, *frame, erro
 		default:
 			err = fmt.Errorf("%w: frame %#02x before the WELCOME", ErrProtocol, f.typ)
 		}
-	} else if ctx.Err() != nil {
-		err = ctx.Err()
+	} else if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		if err = parent.Err(); err == nil {
+			err = fmt.Errorf("no answer within %v: %w", s.cfg.readTimeout, os.ErrDeadlineExceeded)
+		}
+	}
+	if string(c.fr.buf[c.fr.off:]) == "-" {
+		// A v1 refusal: the port does not speak the session protocol.
+		err = fmt.Errorf("%w: '-' to the session protocol's preface (a server without sessions?)", ErrFailed)
 	}
 	nc.Close()
 	return nil, nil, err
@@ -924,10 +940,10 @@ func (s *Session) reconnect() *sconn {
 	}
 }
 
-// resumeWithin resumes within ctx, and within the TTL when no connect
-// timeout bounds the handshake.
+// resumeWithin resumes within ctx, and within the TTL when no connect or
+// read timeout bounds the handshake.
 func (s *Session) resumeWithin(ctx context.Context) (*sconn, error) {
-	if s.cfg.connectTimeout <= 0 {
+	if s.cfg.connectTimeout <= 0 || s.cfg.readTimeout <= 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.ttl)
 		defer cancel()
