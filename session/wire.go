@@ -72,6 +72,7 @@ const (
 	TagReentrant  Tag = 0x18
 	TagOwner      Tag = 0x19
 	TagCount      Tag = 0x1A
+	TagLeader     Tag = 0x1B
 	TagHeld       Tag = 0x20
 	TagParked     Tag = 0x21
 	TagHolder     Tag = 0x22
@@ -90,7 +91,7 @@ var fixedSize = map[Tag]int{
 
 // maxSize bounds the variable tags' values.
 var maxSize = map[Tag]int{
-	TagKey: 127, TagName: 127, TagCredential: 1024, TagServer: 255, TagMessage: 1024, TagOwner: 127,
+	TagKey: 127, TagName: 127, TagCredential: 1024, TagServer: 255, TagMessage: 1024, TagOwner: 127, TagLeader: 255,
 	TagHeld: MaxFrame, TagParked: MaxFrame, TagHolder: MaxFrame,
 }
 
@@ -120,6 +121,7 @@ const (
 	CodeDeadlock       Code = 16
 	CodeLimitMismatch  Code = 17
 	CodeUpgrade        Code = 18
+	CodeNotLeader      Code = 19
 )
 
 var codeNames = map[Code]string{
@@ -129,7 +131,7 @@ var codeNames = map[Code]string{
 	CodeLeaseExpired: "lease_expired", CodeSessionExpired: "session_expired",
 	CodeProtocolError: "protocol_error", CodeUnknownSession: "unknown_session",
 	CodeShuttingDown: "shutting_down", CodeDeadlock: "deadlock", CodeLimitMismatch: "limit_mismatch",
-	CodeUpgrade: "upgrade",
+	CodeUpgrade: "upgrade", CodeNotLeader: "not_leader",
 }
 
 // String returns the code's name, as docs/protocol.md spells it.
