@@ -229,6 +229,10 @@ func (n *Node) ApplyCommitted(c *Command, index uint64) Result {
 func (n *Node) SetLeader(leader bool) {
 	if !leader {
 		var d deliveries
+		// n.pmu first: a proposal that passed its leadership check has been
+		// handed to the log before SetLeader(false) returns, so none of this
+		// term reaches the log after a later term's restart.
+		n.pmu.Lock()
 		n.mu.Lock()
 		n.leader = false
 		if n.timer != nil {
@@ -240,6 +244,7 @@ func (n *Node) SetLeader(leader bool) {
 		}
 		clear(n.wakers)
 		n.mu.Unlock()
+		n.pmu.Unlock()
 		d.run()
 		return
 	}
