@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -254,4 +256,60 @@ func TestSnapshotStream(t *testing.T) {
 			t.Fatalf("a stream cut at %d of %d was taken", cut, buf.Len())
 		}
 	}
+}
+
+// A copy of one node's newest snapshot directory, put into empty raft
+// directories of every node, brings the cluster back: the nodes restore
+// the table and the configuration from it, elect a leader, and go on
+// with tokens above the backup's.
+func TestRestoreFromSnapshot(t *testing.T) {
+	nodes := newTestCluster(t, 3)
+	lead := awaitLeader(t, nodes)
+	var top uint64
+	for i := range 5 {
+		g, _, err := lead.n.TryLock(mutex.Claim{Key: fmt.Sprint("k", i), Source: "v1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		top = max(top, g.Token)
+	}
+	if err := lead.c.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	holders := func(n *mutex.Node) []mutex.Record {
+		var out []mutex.Record
+		for _, r := range exportOf(n) {
+			if r.Kind == mutex.RecordHolder {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	want := holders(lead.n)
+	snaps, err := os.ReadDir(filepath.Join(lead.cfg.Dir, snapshotsDir))
+	if err != nil || len(snaps) == 0 {
+		t.Fatalf("no snapshot in %s: %v", lead.cfg.Dir, err)
+	}
+	backup := filepath.Join(lead.cfg.Dir, snapshotsDir, snaps[len(snaps)-1].Name())
+	for _, tn := range nodes {
+		tn.stop()
+	}
+	for _, tn := range nodes {
+		dir := t.TempDir()
+		dst := filepath.Join(dir, snapshotsDir, filepath.Base(backup))
+		if err := os.CopyFS(dst, os.DirFS(backup)); err != nil {
+			t.Fatal(err)
+		}
+		tn.cfg.Dir, tn.cfg.RaftListener = dir, nil
+		tn.start(t)
+	}
+	lead = awaitLeader(t, nodes)
+	if got := holders(lead.n); !slices.Equal(got, want) {
+		t.Fatalf("restored holders:\n got %+v\nwant %+v", got, want)
+	}
+	g, _, err := lead.n.TryLock(mutex.Claim{Key: "after", Source: "v1"})
+	if err != nil || g.Token <= top {
+		t.Fatalf("token %d after restoring %d (%v)", g.Token, top, err)
+	}
+	converge(t, lead, nodes)
 }
