@@ -172,6 +172,9 @@ func (s *sessClient) connect(d time.Duration) error {
 		if ok {
 			return nil
 		}
+		if s.leader != "" && !slices.Contains(s.addrs, s.leader) {
+			s.addrs = append(s.addrs, s.leader) // a node that came back on a new port
+		}
 		if i := slices.Index(s.addrs, s.leader); i >= 0 && i != s.at {
 			s.at = i
 		} else {
@@ -180,7 +183,7 @@ func (s *sessClient) connect(d time.Duration) error {
 		}
 		s.leader = ""
 	}
-	return fmt.Errorf("%s: no leader took the session within %v", s.name, d)
+	return fmt.Errorf("%s: no leader took the session within %v (nodes %v, leader named %q)", s.name, d, s.addrs, s.leader)
 }
 
 // outcome is what became of one request.
@@ -227,9 +230,6 @@ func (s *sessClient) call(ty session.Type, fields ...[]byte) (outcome, error) {
 			if session.Code(code) == session.CodeNotLeader {
 				l, _ := f.Get(session.TagLeader)
 				s.leader = string(l)
-				if i := slices.Index(s.addrs, s.leader); i >= 0 {
-					s.at = i
-				}
 			} else if session.Code(code) == session.CodeSessionExpired {
 				return outcome{}, errSessionLost
 			}
