@@ -86,7 +86,6 @@ func instanceID() uint64 {
 // StatusUnavailable when this node is not the leader or c was not
 // committed.
 func (n *Node) propose(c Command, pr *proposal) Result {
-	pr.done = make(chan struct{})
 	n.pmu.Lock()
 	n.mu.Lock()
 	if !n.leader || n.closed {
@@ -97,9 +96,7 @@ func (n *Node) propose(c Command, pr *proposal) Result {
 	now := n.now()
 	c.At = now
 	due := n.takeDue(now.UnixNano())
-	n.nextProposal++
-	c.Proposer, c.Proposal = n.instance, n.nextProposal
-	n.proposals[c.Proposal] = pr
+	n.register(&c, pr)
 	n.mu.Unlock()
 	expiries := n.proposeExpiries(due, now)
 	wait := n.rep.Propose(&c)
@@ -107,6 +104,21 @@ func (n *Node) propose(c Command, pr *proposal) Result {
 	for _, w := range expiries {
 		w()
 	}
+	return n.await(&c, pr, wait)
+}
+
+// register names c as this node's next proposal and records pr to hear
+// of its result. n.mu is held.
+func (n *Node) register(c *Command, pr *proposal) {
+	pr.done = make(chan struct{})
+	n.nextProposal++
+	c.Proposer, c.Proposal = n.instance, n.nextProposal
+	n.proposals[c.Proposal] = pr
+}
+
+// await waits for the proposal c, registered with pr, to apply here and
+// returns its result; StatusUnavailable when the log failed it.
+func (n *Node) await(c *Command, pr *proposal, wait func() error) Result {
 	err := wait()
 	select {
 	case <-pr.done:
@@ -206,34 +218,70 @@ func (n *Node) ApplyCommitted(c *Command, index uint64) Result {
 // SetLeader tells a replicated node whether it is its cluster's leader.
 // A new leader gives every session a fresh TTL from now (no session
 // expires early through a failover), starts its timers, and proposes a
-// restart of the table: requests that waited on the old leader's
-// connections are withdrawn, and leases and lock-delays start again from
-// now. A node that is no longer the leader stops its timers; its pending
-// proposals fail as the log fails them.
+// restart of the table before any other command: requests that waited on
+// the old leader's connections are withdrawn, and leases and lock-delays
+// start again from now. SetLeader(true) returns once the restart applied
+// here, or the log failed it. A node that is no longer the leader stops
+// its timers and tells the Waker of every parked request of its own
+// connections that it was withdrawn (EventWithdrawn, ReasonRestart): the
+// new leader's restart withdraws them from the table, and their clients
+// ask again there. Its pending proposals fail as the log fails them.
 func (n *Node) SetLeader(leader bool) {
-	n.mu.Lock()
-	was := n.leader
-	n.leader = leader
 	if !leader {
+		var d deliveries
+		// n.pmu first: a proposal that passed its leadership check has been
+		// handed to the log before SetLeader(false) returns, so none of this
+		// term reaches the log after a later term's restart.
+		n.pmu.Lock()
+		n.mu.Lock()
+		n.leader = false
 		if n.timer != nil {
 			n.timer.Stop()
 		}
 		n.armed = 0
+		for ticket, w := range n.wakers {
+			d.wakes = append(d.wakes, wake{w, Event{Kind: EventWithdrawn, Reason: ReasonRestart, Ticket: ticket}, nil})
+		}
+		clear(n.wakers)
 		n.mu.Unlock()
+		n.pmu.Unlock()
+		d.run()
 		return
 	}
+	// n.pmu first: no proposal of the new term goes before the restart.
+	n.pmu.Lock()
+	n.mu.Lock()
+	if n.leader || n.closed {
+		n.mu.Unlock()
+		n.pmu.Unlock()
+		return
+	}
+	n.leader = true
 	now := n.now()
-	if !was {
-		clear(n.lives)
-		n.expiry = n.expiry[:0]
-		for _, id := range n.t.sessionIDs() {
-			n.addLive(id, time.Duration(n.t.sessions[id].ttl), now.UnixNano())
-		}
+	clear(n.lives)
+	n.expiry = n.expiry[:0]
+	for _, id := range n.t.sessionIDs() {
+		n.addLive(id, time.Duration(n.t.sessions[id].ttl), now.UnixNano())
 	}
+	c := Command{Op: OpRestart, At: now}
+	pr := &proposal{}
+	n.register(&c, pr)
 	n.mu.Unlock()
-	if !was {
-		n.propose(Command{Op: OpRestart}, &proposal{})
+	wait := n.rep.Propose(&c)
+	n.pmu.Unlock()
+	n.await(&c, pr, wait)
+}
+
+// IsLeader reports whether the node changes its table now: always for a
+// single node; for a replicated one, between SetLeader(true) and
+// SetLeader(false).
+func (n *Node) IsLeader() bool {
+	if n.rep == nil {
+		return true
 	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.leader
 }
 
 // Replace puts t in place of the node's table, as a replicated log does

@@ -168,3 +168,115 @@ func TestReplicatedNodes(t *testing.T) {
 		t.Fatalf("token %d after %d (%v)", g2.Token, g.Token, err)
 	}
 }
+
+// A node that stops being the leader tells its parked v1 requests at once
+// that they were withdrawn, without waiting for a new leader's restart:
+// their clients ask again elsewhere.
+func TestReplicatedStepDownWithdrawsWaiters(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	l := newFakeLog(t, 3, clk.Now)
+	l.elect(0)
+	lead := l.nodes[0]
+	if _, _, err := lead.TryLock(Claim{Key: "k", Source: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	woke := make(chan Event, 1)
+	if res, _ := lead.ApplyWake(Command{Op: OpAcquire, Key: "k", Source: "b", ConnBound: true},
+		func(ev Event, _ Pending) { woke <- ev }); res.Status != StatusParked {
+		t.Fatalf("acquire: %v", res.Status)
+	}
+	if !lead.IsLeader() {
+		t.Fatal("the leader says it is not")
+	}
+	lead.SetLeader(false)
+	if lead.IsLeader() {
+		t.Fatal("a node that stepped down says it leads")
+	}
+	select {
+	case ev := <-woke:
+		if ev.Kind != EventWithdrawn || ev.Reason != ReasonRestart {
+			t.Fatalf("the parked request heard %+v", ev)
+		}
+	default:
+		t.Fatal("the parked request was not told when its node stepped down")
+	}
+	if res, _ := lead.Apply(Command{Op: OpRelease, Key: "k"}); res.Status != StatusUnavailable {
+		t.Fatalf("a node that stepped down applied a release: %v", res.Status)
+	}
+}
+
+// orderRep records the op of every command proposed while it is the
+// leader, ahead of the fake log.
+type orderRep struct {
+	fakeRep
+	mu  *sync.Mutex
+	ops *[]Op
+}
+
+func (r orderRep) Propose(c *Command) func() error {
+	r.mu.Lock()
+	*r.ops = append(*r.ops, c.Op)
+	r.mu.Unlock()
+	return r.fakeRep.Propose(c)
+}
+
+// However busy its clients are, a new leader's first proposal is its
+// restart: nothing of the new term is applied before it.
+func TestReplicatedRestartGoesFirst(t *testing.T) {
+	l := &fakeLog{work: make(chan int, 1<<16), done: make(chan struct{})}
+	var mu sync.Mutex
+	var ops []Op
+	n := NewNode(NodeConfig{Replicator: orderRep{fakeRep{l, 0}, &mu, &ops}})
+	l.nodes = []*Node{n}
+	go func() {
+		defer close(l.done)
+		for i := range l.work {
+			l.mu.Lock()
+			c := l.entries[i]
+			ch := l.applied[i]
+			l.mu.Unlock()
+			n.ApplyCommitted(&c, uint64(i+1))
+			close(ch)
+		}
+	}()
+	t.Cleanup(func() {
+		close(l.work)
+		<-l.done
+		n.Close()
+	})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n.Apply(Command{Op: OpAcquire, Key: "k", Source: "s", Try: true})
+				n.Apply(Command{Op: OpRelease, Key: "k"})
+			}
+		})
+	}
+	for round := range 50 {
+		mu.Lock()
+		ops = ops[:0]
+		mu.Unlock()
+		n.SetLeader(true)
+		mu.Lock()
+		first := Op(0)
+		if len(ops) > 0 {
+			first = ops[0]
+		}
+		mu.Unlock()
+		if first != OpRestart {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("round %d: the new leader's first proposal was %v", round, first)
+		}
+		n.SetLeader(false)
+	}
+	close(stop)
+	wg.Wait()
+}

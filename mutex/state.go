@@ -290,7 +290,8 @@ func (t *Table) RestoreV1(key, source, remote string, acquired time.Time) {
 	}
 	t.lastToken++
 	t.held++
-	e.addHolder(holder{token: t.lastToken, source: unique.Make(source), remote: remote, acquired: timeNano(acquired)})
+	e.addHolder(holder{token: t.lastToken, source: unique.Make(source), account: noAccount, remote: remote,
+		acquired: timeNano(acquired)})
 }
 
 // Records returns about how many records Export would write: the state,

@@ -158,6 +158,10 @@ func (s *Server) Serve(nc net.Conn, got []byte) {
 		nc.Write([]byte{'-'})
 		return
 	}
+	if !s.leading() {
+		c.send(s.notLeader())
+		return
+	}
 	var f Frame
 	if err := r.next(&f); err != nil {
 		c.refuseFrame(err)
@@ -192,6 +196,39 @@ func (s *Server) Serve(nc net.Conn, got []byte) {
 			return
 		}
 		c.sess.live.Touch()
+	}
+}
+
+// leading reports whether this server's node may change its table: a
+// node of a cluster only while it leads.
+func (s *Server) leading() bool { return !s.node.Replicated() || s.node.IsLeader() }
+
+// notLeader returns the GOODBYE not_leader that sends a client to the
+// leader, naming it when it is known.
+func (s *Server) notLeader() []byte {
+	leader := s.node.Leader()
+	msg := "this node does not lead its cluster; the leader is " + leader
+	if leader == "" {
+		msg = "this node does not lead its cluster, and no leader is known yet"
+	}
+	return goodbyeLeader(CodeNotLeader, msg, leader)
+}
+
+// LeaderLost ends every connection with GOODBYE not_leader, naming the
+// leader when it is known: the node no longer leads its cluster, and its
+// sessions live on in the replicated table, to be resumed at the leader.
+// A node of a cluster calls it when it steps down.
+func (s *Server) LeaderLost() {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	bye := s.notLeader()
+	for _, c := range conns {
+		c.flushThenSend(bye)
+		c.close()
 	}
 }
 
@@ -423,6 +460,10 @@ func (c *conn) hello(f *Frame) bool {
 	rand.Read(secret[:])
 	s := &sess{srv: c.s, name: source, conn: c}
 	live, res, p := c.s.node.OpenSession(source, ttl, sha256.Sum256(secret[:]), c.remote, s)
+	if res.Status == mutex.StatusUnavailable {
+		c.send(c.s.notLeader())
+		return false
+	}
 	if live == nil {
 		c.send(goodbye(CodeBadRequest, "the session could not be opened: "+res.Status.String()))
 		return false
@@ -492,6 +533,10 @@ func (c *conn) resume(f *Frame) bool {
 		return s
 	})
 	if live == nil {
+		if !c.s.leading() {
+			c.send(c.s.notLeader())
+			return false
+		}
 		c.send(goodbye(CodeUnknownSession, "no such session, or a wrong secret"))
 		return false
 	}
@@ -514,10 +559,17 @@ func peerIP(c net.Conn) string {
 }
 
 // goodbye returns a GOODBYE frame.
-func goodbye(code Code, message string) []byte {
+func goodbye(code Code, message string) []byte { return goodbyeLeader(code, message, "") }
+
+// goodbyeLeader returns a GOODBYE frame naming the leader, when leader is
+// not empty.
+func goodbyeLeader(code Code, message, leader string) []byte {
 	fb := begin(nil, TypeGoodbye, 0)
 	fb.u8(TagCode, uint8(code))
 	fb.str(TagMessage, clip(message))
+	if leader != "" && len(leader) <= maxSize[TagLeader] {
+		fb.str(TagLeader, leader)
+	}
 	return fb.end()
 }
 
@@ -591,6 +643,10 @@ func (c *conn) handle(f *Frame) bool {
 	cmd := mutex.Command{Session: s.id, Request: f.ID}
 	switch f.Type {
 	case TypePing:
+		if !c.s.leading() {
+			c.flushThenSend(c.s.notLeader())
+			return false
+		}
 		s.queue(item{raw: okFrame(nil, f.ID)})
 		return true
 	case TypeWatch:
@@ -603,6 +659,10 @@ func (c *conn) handle(f *Frame) bool {
 		if !ok || mutex.ValidateKey(string(key)) != nil {
 			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, "DESCRIBE needs a key of 1 to 127 bytes")})
 			return true
+		}
+		if c.s.node.Linearize() != nil {
+			c.flushThenSend(c.s.notLeader())
+			return false
 		}
 		s.queue(item{raw: info(nil, f.ID, c.s.node.Describe(string(key)), c.s.node.Now())})
 		return true
@@ -640,7 +700,12 @@ func (c *conn) handle(f *Frame) bool {
 	case TypeClose:
 		cmd.Op = mutex.OpCloseSession
 	}
-	if _, _, delivered := c.s.node.ApplySession(cmd); !delivered {
+	res, _, delivered := c.s.node.ApplySession(cmd)
+	if res.Status == mutex.StatusUnavailable {
+		c.flushThenSend(c.s.notLeader())
+		return false
+	}
+	if !delivered {
 		c.flushThenSend(goodbye(CodeSessionExpired, "the session has expired"))
 		return false
 	}

@@ -74,6 +74,7 @@ const (
 	TagReentrant  Tag = 0x18
 	TagOwner      Tag = 0x19
 	TagCount      Tag = 0x1A
+	TagLeader     Tag = 0x1B
 	TagEvent      Tag = 0x1C
 	TagAt         Tag = 0x1D
 	TagHeld       Tag = 0x20
@@ -95,7 +96,7 @@ var fixedSize = map[Tag]int{
 
 // maxSize bounds the variable tags' values.
 var maxSize = map[Tag]int{
-	TagKey: 127, TagName: 127, TagCredential: 1024, TagServer: 255, TagMessage: 1024, TagOwner: 127,
+	TagKey: 127, TagName: 127, TagCredential: 1024, TagServer: 255, TagMessage: 1024, TagOwner: 127, TagLeader: 255,
 	TagHeld: MaxFrame, TagParked: MaxFrame, TagHolder: MaxFrame,
 }
 
@@ -125,6 +126,7 @@ const (
 	CodeDeadlock       Code = 16
 	CodeLimitMismatch  Code = 17
 	CodeUpgrade        Code = 18
+	CodeNotLeader      Code = 19
 	CodeSlowConsumer   Code = 20
 )
 
@@ -135,7 +137,7 @@ var codeNames = map[Code]string{
 	CodeLeaseExpired: "lease_expired", CodeSessionExpired: "session_expired",
 	CodeProtocolError: "protocol_error", CodeUnknownSession: "unknown_session",
 	CodeShuttingDown: "shutting_down", CodeDeadlock: "deadlock", CodeLimitMismatch: "limit_mismatch",
-	CodeUpgrade: "upgrade", CodeSlowConsumer: "slow_consumer",
+	CodeUpgrade: "upgrade", CodeNotLeader: "not_leader", CodeSlowConsumer: "slow_consumer",
 }
 
 // String returns the code's name, as docs/protocol.md spells it.

@@ -73,6 +73,7 @@ const (
 	tagReentrant  byte = 0x18
 	tagOwner      byte = 0x19
 	tagCount      byte = 0x1A
+	tagLeader     byte = 0x1B
 	tagEvent      byte = 0x1C
 	tagAt         byte = 0x1D
 	tagHeld       byte = 0x20
@@ -112,6 +113,7 @@ const (
 	codeDeadlock       = 16
 	codeLimitMismatch  = 17
 	codeUpgrade        = 18
+	codeNotLeader      = 19
 	codeSlowConsumer   = 20
 )
 
@@ -122,7 +124,7 @@ var codeNames = [...]string{
 	codeLeaseExpired: "lease_expired", codeSessionExpired: "session_expired",
 	codeProtocolError: "protocol_error", codeUnknownSession: "unknown_session",
 	codeShuttingDown: "shutting_down", codeDeadlock: "deadlock", codeLimitMismatch: "limit_mismatch",
-	codeUpgrade: "upgrade", codeSlowConsumer: "slow_consumer",
+	codeUpgrade: "upgrade", codeNotLeader: "not_leader", codeSlowConsumer: "slow_consumer",
 }
 
 // codeName returns a code's name as docs/protocol.md spells it.

@@ -119,7 +119,7 @@ func TestSessionVectorNames(t *testing.T) {
 		"delay_ms": tagDelay, "target": tagTarget, "server": tagServer, "code": tagCode, "message": tagMessage,
 		"queue": tagQueue, "applied": tagApplied, "left_ms": tagLeft, "held_ms": tagHeldFor,
 		"keepalive_ms": tagKeepalive, "request": tagRequest, "mode": tagMode, "limit": tagLimit,
-		"priority": tagPriority, "reentrant": tagReentrant, "owner": tagOwner, "count": tagCount,
+		"priority": tagPriority, "reentrant": tagReentrant, "owner": tagOwner, "count": tagCount, "leader": tagLeader,
 		"event": tagEvent, "at_ms": tagAt, "held": tagHeld, "parked": tagParked, "holder": tagHolder}
 	codes := map[string]byte{}
 	for c, name := range codeNames {
