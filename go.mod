@@ -1,6 +1,6 @@
 module github.com/locking-center/locking-center
 
-go 1.25.0
+go 1.26.0
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
@@ -17,6 +17,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.21.0
 	golang.org/x/sys v0.47.0
+	golang.org/x/time v0.16.0
 	pgregory.net/rapid v1.3.0
 )
 

@@ -480,6 +480,18 @@ func (n *Node) Resume(id uint64, secretHash [SecretHashLen]byte, remote string,
 	return l
 }
 
+// SessionAccount returns the account session id was opened with, and
+// false when there is no such session.
+func (n *Node) SessionAccount(id uint64) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.t.sessions[id]
+	if s == nil {
+		return "", false
+	}
+	return s.account.Value(), true
+}
+
 // SetRemote records the address of session id's connection, for
 // listings; empty while none is attached.
 func (n *Node) SetRemote(id uint64, remote string) {

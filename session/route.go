@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locking-center/locking-center/auth"
 	"github.com/locking-center/locking-center/mutex"
 )
 
@@ -27,10 +28,12 @@ func (it *item) durable() mutex.Pending {
 // delivers to, and the frames owed to the client, in order. It outlives
 // its connections: while none is attached, frames wait for the resume.
 type sess struct {
-	srv  *Server
-	id   uint64
-	name string
-	live *mutex.Live
+	srv       *Server
+	id        uint64
+	name      string
+	live      *mutex.Live
+	principal *auth.Principal // nil without authentication
+	account   string          // charged for its locks, and rate-limited
 
 	mu      sync.Mutex
 	conn    *conn  // attached connection, nil while none is
@@ -248,6 +251,8 @@ func statusCode(st mutex.Status) (Code, string) {
 		return CodeUpgrade, "a shared holder cannot take the key exclusively"
 	case mutex.StatusLimitMismatch:
 		return CodeLimitMismatch, "the limit is not the key's"
+	case mutex.StatusOverLimit:
+		return CodeOverLimit, "the source holds or has parked as many as it may"
 	}
 	return CodeBadRequest, "the request is out of range: " + st.String()
 }

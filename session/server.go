@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locking-center/locking-center/auth"
+	"github.com/locking-center/locking-center/internal/ratelimit"
 	"github.com/locking-center/locking-center/internal/serve"
 	"github.com/locking-center/locking-center/mutex"
 )
@@ -26,10 +28,16 @@ const (
 
 // Log attribute keys.
 const (
-	logRemote  = "remote"
-	logSession = "session"
-	logError   = "error"
+	logRemote    = "remote"
+	logSession   = "session"
+	logError     = "error"
+	logPrincipal = "principal"
 )
+
+// Authenticator finds the principal of a token; *auth.Keyring is one.
+type Authenticator interface {
+	Authenticate(token []byte) (*auth.Principal, error)
+}
 
 // Config configures a Server.
 type Config struct {
@@ -46,6 +54,15 @@ type Config struct {
 	HeaderTimeout time.Duration
 	// ServerID is the identity WELCOME names.
 	ServerID string
+	// Tokens, when set, turns authentication on: HELLO and RESUME must
+	// carry the token of a principal (docs/security.md), whose prefixes
+	// bound the keys it may acquire, describe and watch, and whose name is
+	// the account its sessions are charged to. Nil: off; a credential is
+	// then ignored, and a session is charged to its client's IP address.
+	Tokens Authenticator
+	// Rates limits each account's requests (every frame but PING and
+	// CLOSE); nil: no limit.
+	Rates *ratelimit.Rates
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -443,8 +460,8 @@ func (c *conn) hello(f *Frame) bool {
 		c.send(goodbye(CodeUnsupported, fmt.Sprintf("field %#02x is not supported in HELLO", tag)))
 		return false
 	}
-	if cred, _ := f.Get(TagCredential); len(cred) > 0 {
-		c.send(goodbye(CodeUnsupported, "this server takes no credential"))
+	p, account, ok := c.authenticate(f)
+	if !ok {
 		return false
 	}
 	name, _ := f.Get(TagName)
@@ -458,8 +475,8 @@ func (c *conn) hello(f *Frame) bool {
 	}
 	var secret [SecretLen]byte
 	rand.Read(secret[:])
-	s := &sess{srv: c.s, name: source, conn: c}
-	live, res, p := c.s.node.OpenSession(source, ttl, sha256.Sum256(secret[:]), c.remote, s)
+	s := &sess{srv: c.s, name: source, conn: c, principal: p, account: account}
+	live, res, pend := c.s.node.OpenSessionAs(account, source, ttl, sha256.Sum256(secret[:]), c.remote, s)
 	if res.Status == mutex.StatusUnavailable {
 		c.send(c.s.notLeader())
 		return false
@@ -472,9 +489,35 @@ func (c *conn) hello(f *Frame) bool {
 	c.sess = s
 	fb := begin(nil, TypeWelcome, f.ID)
 	c.welcomeFields(&fb, s.id, secret[:], ttl)
-	s.queue(item{raw: fb.end(), pending: p})
+	s.queue(item{raw: fb.end(), pending: pend})
 	s.Flush()
 	return true
+}
+
+// authenticate checks the credential of f, a HELLO or RESUME, and returns
+// its principal and the account the session is charged to: the
+// principal's name, or without authentication the client's IP address. A
+// refusal has been answered with GOODBYE (unauthenticated, rate_limited).
+func (c *conn) authenticate(f *Frame) (*auth.Principal, string, bool) {
+	account := peerIP(c.nc)
+	var p *auth.Principal
+	if c.s.cfg.Tokens != nil {
+		cred, _ := f.Get(TagCredential)
+		var err error
+		if p, err = c.s.cfg.Tokens.Authenticate(cred); err != nil {
+			c.s.node.Refused(mutex.RefusedUnauthenticated)
+			c.s.log.Info("session authentication failed", slog.String(logRemote, c.remote))
+			c.send(goodbye(CodeUnauthenticated, "authentication failed"))
+			return nil, "", false
+		}
+		account = p.Name
+	}
+	if !c.s.cfg.Rates.Allow(account) {
+		c.s.node.Refused(mutex.RefusedRate)
+		c.send(goodbye(CodeRateLimited, "too many requests from "+account+"; try again later"))
+		return nil, "", false
+	}
+	return p, account, true
 }
 
 // welcomeFields adds what every WELCOME carries.
@@ -493,6 +536,20 @@ func (c *conn) resume(f *Frame) bool {
 		c.send(goodbye(CodeBadRequest, "RESUME needs a session and its secret, and nothing else"))
 		return false
 	}
+	principal, account, ok := c.authenticate(f)
+	if !ok {
+		return false
+	}
+	if c.s.cfg.Tokens != nil {
+		// A session is resumed by the principal that opened it only.
+		if owner, found := c.s.node.SessionAccount(id); found && owner != account {
+			c.s.node.Refused(mutex.RefusedUnauthenticated)
+			c.s.log.Info("session resumed by another principal", slog.String(logRemote, c.remote),
+				slog.String(logPrincipal, account))
+			c.send(goodbye(CodeUnauthenticated, "authentication failed"))
+			return false
+		}
+	}
 	var s *sess
 	var old *conn
 	live := c.s.node.Resume(id, sha256.Sum256(secret), c.remote, func(st mutex.SessionState, route mutex.Route, missed []mutex.Output) mutex.Route {
@@ -500,6 +557,7 @@ func (c *conn) resume(f *Frame) bool {
 		if s == nil {
 			s = &sess{srv: c.s, id: id, name: st.Name}
 		}
+		s.principal, s.account = principal, account
 		fb := begin(nil, TypeWelcome, f.ID)
 		c.welcomeFields(&fb, id, secret, st.TTL)
 		fb.u64(TagApplied, st.Applied)
@@ -550,6 +608,13 @@ func (c *conn) resume(f *Frame) bool {
 	return true
 }
 
+// forbid refuses request id, for a key (or prefix) outside the
+// principal's.
+func (c *conn) forbid(id uint64, key string) {
+	c.s.node.Refused(mutex.RefusedForbidden)
+	c.sess.queue(item{raw: refused(nil, id, CodeForbidden, fmt.Sprintf("%s may not use %q", c.sess.account, key))})
+}
+
 // peerIP returns the IP address of c's peer, without the port.
 func peerIP(c net.Conn) string {
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
@@ -592,7 +657,7 @@ func clip(m string) string {
 // Tags each request may carry.
 var (
 	helloTags    = tagSet(TagName, TagTTL, TagCredential)
-	resumeTags   = tagSet(TagSession, TagSecret)
+	resumeTags   = tagSet(TagSession, TagSecret, TagCredential)
 	acquireTags  = tagSet(TagKey, TagWait, TagLease, TagDelay, TagMode, TagLimit, TagPriority, TagReentrant, TagOwner)
 	releaseTags  = tagSet(TagKey, TagToken)
 	renewTags    = tagSet(TagKey, TagToken, TagLease)
@@ -640,6 +705,11 @@ func (c *conn) handle(f *Frame) bool {
 		s.queue(item{raw: refused(nil, f.ID, CodeUnsupported, fmt.Sprintf("field %#02x is not supported here", tag))})
 		return true
 	}
+	if f.Type != TypePing && f.Type != TypeClose && !c.s.cfg.Rates.Allow(s.account) {
+		c.s.node.Refused(mutex.RefusedRate)
+		s.queue(item{raw: refused(nil, f.ID, CodeRateLimited, "too many requests from "+s.account+"; try again later")})
+		return true
+	}
 	cmd := mutex.Command{Session: s.id, Request: f.ID}
 	switch f.Type {
 	case TypePing:
@@ -651,6 +721,10 @@ func (c *conn) handle(f *Frame) bool {
 		return true
 	case TypeWatch:
 		prefix, _ := f.Get(TagKey)
+		if c.s.cfg.Tokens != nil && !s.principal.MayWatch(string(prefix)) {
+			c.forbid(f.ID, string(prefix))
+			return true
+		}
 		c.s.watch.add(&watch{s: s, id: f.ID, prefix: string(prefix)})
 		s.queue(item{raw: okFrame(nil, f.ID)})
 		return true
@@ -658,6 +732,10 @@ func (c *conn) handle(f *Frame) bool {
 		key, ok := f.Get(TagKey)
 		if !ok || mutex.ValidateKey(string(key)) != nil {
 			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, "DESCRIBE needs a key of 1 to 127 bytes")})
+			return true
+		}
+		if c.s.cfg.Tokens != nil && !s.principal.MayUse(string(key)) {
+			c.forbid(f.ID, string(key))
 			return true
 		}
 		if c.s.node.Linearize() != nil {
@@ -669,6 +747,10 @@ func (c *conn) handle(f *Frame) bool {
 	case TypeAcquire:
 		if msg := c.acquire(f, &cmd); msg != "" {
 			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, msg)})
+			return true
+		}
+		if c.s.cfg.Tokens != nil && !s.principal.MayUse(cmd.Key) {
+			c.forbid(f.ID, cmd.Key)
 			return true
 		}
 	case TypeRelease, TypeRenew:

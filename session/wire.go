@@ -108,26 +108,30 @@ type Code uint8
 
 // Codes; see docs/protocol.md.
 const (
-	CodeBusy           Code = 1
-	CodeTimeout        Code = 2
-	CodeCancelled      Code = 3
-	CodeReset          Code = 4
-	CodeStaleToken     Code = 5
-	CodeDuplicate      Code = 6
-	CodeBadRequest     Code = 7
-	CodeUnsupported    Code = 8
-	CodeSessionEnded   Code = 9
-	CodeNotDurable     Code = 10
-	CodeLeaseExpired   Code = 11
-	CodeSessionExpired Code = 12
-	CodeProtocolError  Code = 13
-	CodeUnknownSession Code = 14
-	CodeShuttingDown   Code = 15
-	CodeDeadlock       Code = 16
-	CodeLimitMismatch  Code = 17
-	CodeUpgrade        Code = 18
-	CodeNotLeader      Code = 19
-	CodeSlowConsumer   Code = 20
+	CodeBusy            Code = 1
+	CodeTimeout         Code = 2
+	CodeCancelled       Code = 3
+	CodeReset           Code = 4
+	CodeStaleToken      Code = 5
+	CodeDuplicate       Code = 6
+	CodeBadRequest      Code = 7
+	CodeUnsupported     Code = 8
+	CodeSessionEnded    Code = 9
+	CodeNotDurable      Code = 10
+	CodeLeaseExpired    Code = 11
+	CodeSessionExpired  Code = 12
+	CodeProtocolError   Code = 13
+	CodeUnknownSession  Code = 14
+	CodeShuttingDown    Code = 15
+	CodeDeadlock        Code = 16
+	CodeLimitMismatch   Code = 17
+	CodeUpgrade         Code = 18
+	CodeNotLeader       Code = 19
+	CodeSlowConsumer    Code = 20
+	CodeUnauthenticated Code = 21
+	CodeForbidden       Code = 22
+	CodeRateLimited     Code = 23
+	CodeOverLimit       Code = 24
 )
 
 var codeNames = map[Code]string{
@@ -138,6 +142,8 @@ var codeNames = map[Code]string{
 	CodeProtocolError: "protocol_error", CodeUnknownSession: "unknown_session",
 	CodeShuttingDown: "shutting_down", CodeDeadlock: "deadlock", CodeLimitMismatch: "limit_mismatch",
 	CodeUpgrade: "upgrade", CodeNotLeader: "not_leader", CodeSlowConsumer: "slow_consumer",
+	CodeUnauthenticated: "unauthenticated", CodeForbidden: "forbidden", CodeRateLimited: "rate_limited",
+	CodeOverLimit: "over_limit",
 }
 
 // String returns the code's name, as docs/protocol.md spells it.
