@@ -41,12 +41,27 @@ type sess struct {
 }
 
 // Deliver queues o. It is called with the node's lock held.
-func (s *sess) Deliver(o mutex.Output) { s.queue(item{out: o}) }
+func (s *sess) Deliver(o mutex.Output) {
+	s.mu.Lock()
+	s.items = append(s.items, item{})
+	s.items[len(s.items)-1].out = o
+	s.mu.Unlock()
+}
 
 // queue adds it to what is owed.
 func (s *sess) queue(it item) {
 	s.mu.Lock()
 	s.items = append(s.items, it)
+	s.mu.Unlock()
+}
+
+// queueRaw adds a frame already encoded to what is owed. (Deliver and
+// queueRaw fill the item in place: an item is large, and a copy of it on
+// the stack of the connection's goroutine would grow that stack.)
+func (s *sess) queueRaw(raw []byte) {
+	s.mu.Lock()
+	s.items = append(s.items, item{})
+	s.items[len(s.items)-1].raw = raw
 	s.mu.Unlock()
 }
 
@@ -74,6 +89,13 @@ func (s *sess) closeAfterFlush() {
 	s.Flush()
 }
 
+// flushBufs holds the buffers Flush encodes into, so that a flush
+// allocates none; one returns to the pool once its bytes are written or
+// copied. A buffer that grew over maxPooled is left to the collector.
+var flushBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooled = 16 << 10
+
 // Flush writes what is owed, in order, to the attached connection: every
 // item whose change is durable. The first that is not yet durable, and
 // all after it, wait; a goroutine waits for it and flushes again. A grant
@@ -88,7 +110,8 @@ func (s *sess) Flush() {
 		return
 	}
 	c := s.conn
-	var buf []byte
+	bp := flushBufs.Get().(*[]byte)
+	buf := (*bp)[:0]
 	ready := 0
 	for ready < len(s.items) && mutex.Ready(s.items[ready].durable()) {
 		ready++
@@ -124,7 +147,11 @@ func (s *sess) Flush() {
 	}
 	closing := s.closing && len(s.items) == 0 || end
 	s.mu.Unlock()
-	c.send(buf)
+	c.send(buf) // copies what it does not write at once
+	if cap(buf) <= maxPooled {
+		*bp = buf[:0]
+		flushBufs.Put(bp)
+	}
 	if closing {
 		c.close()
 	}
