@@ -650,18 +650,39 @@ func waitMetric(addr, name string, want int) {
 }
 
 func scrape(addr, name string) (float64, bool) {
+	v := scrapeAll(addr, name)
+	if len(v) == 0 {
+		return 0, false
+	}
+	return v[0], true
+}
+
+// scrapeAll reads lcd's metrics once and returns the values of the named
+// series, in order, or nil unless it found them all.
+func scrapeAll(addr string, names ...string) []float64 {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
-		return 0, false
+		return nil
 	}
 	defer c.Close()
 	fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n", addr)
 	body, _ := io.ReadAll(c)
+	out := make([]float64, len(names))
+	found := 0
 	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f, err == nil
+		for i, name := range names {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					return nil
+				}
+				out[i] = f
+				found++
+			}
 		}
 	}
-	return 0, false
+	if found != len(names) {
+		return nil
+	}
+	return out
 }

@@ -483,7 +483,7 @@ func sessionMemory(lcdBin, floorBin, beforeBin string) {
 	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|")
 	var keep []string
 	floor := startFloor(floorBin, "-session")
-	conns, k := idleSessions(floor, "floor")
+	conns, _, k := idleSessions(floor, "floor")
 	keep = append(keep, k)
 	closeAll(conns)
 	floor.stop()
@@ -501,27 +501,25 @@ func sessionMemory(lcdBin, floorBin, beforeBin string) {
 
 // idleSessions opens -sessions sessions on s that PING every
 // keepalive_ms, prints the RSS they cost at once and after
-// -keepalive-window, and returns them and the row of the keepalives' CPU
-// over that window.
-func idleSessions(s *server, name string) ([]*sessionConn, string) {
+// -keepalive-window, and returns them, the memory after the window, and
+// the row of the keepalives' CPU over that window.
+func idleSessions(s *server, name string) ([]*sessionConn, memPoint, string) {
 	n := *sessions
-	base := s.memory()
+	base := s.memory(true) // the scrape of an empty table leaves next to nothing
 	var pings atomic.Int64
 	conns := openSessions(s.addr, n, "idle-", &pings)
-	opened := s.memory()
+	opened := s.memory(false)
 	cpu0, p0, t0 := s.cpuTime(), pings.Load(), time.Now()
 	time.Sleep(*keepaliveWindow)
 	cpu, p, elapsed := s.cpuTime()-cpu0, pings.Load()-p0, time.Since(t0)
-	settled := s.memory()
+	settled := s.memory(true)
 	memoryRow(name, "idle session, just opened", n, base, opened)
 	memoryRow(name, fmt.Sprintf("idle session, after %v of keepalives", *keepaliveWindow), n, base, settled)
 	expired := "–"
-	if s.metrics != "" {
-		if v, ok := scrape(s.metrics, "locking_center_session_expiries_total"); ok {
-			expired = fmt.Sprintf("%.0f", v)
-		}
+	if settled.goStats {
+		expired = fmt.Sprintf("%.0f", settled.expiries)
 	}
-	return conns, fmt.Sprintf("| %s | %d | %v | %.0f | %.2f | %.1f | %s |", name, n, conns[0].keepalive, float64(p)/elapsed.Seconds(),
+	return conns, settled, fmt.Sprintf("| %s | %d | %v | %.0f | %.2f | %.1f | %s |", name, n, conns[0].keepalive, float64(p)/elapsed.Seconds(),
 		100*cpu.Seconds()/elapsed.Seconds(), us(cpu)/float64(max(p, 1)), expired)
 }
 
@@ -530,11 +528,11 @@ func idleSessions(s *server, name string) ([]*sessionConn, string) {
 // each, in a fresh lcd. It returns the row of the keepalives' CPU.
 func lcdMemory(bin, name string) string {
 	lcd := startLCD(bin)
-	conns, keep := idleSessions(lcd, name)
+	conns, settled, keep := idleSessions(lcd, name)
 	// Each session parks one acquire on one of 100 keys a holder keeps.
 	const keys = 100
 	holder := holdKeys(lcd.addr, keys)
-	before := lcd.memory()
+	before := lcd.memory(false)
 	for i, s := range conns {
 		s.id++
 		acquire := frame.Append(nil, session.TypeAcquire, s.id, frame.Str(session.TagKey, "parked/"+strconv.Itoa(i%keys)))
@@ -545,7 +543,10 @@ func lcdMemory(bin, name string) string {
 	for k := range keys {
 		waitQueued(holder, "parked/"+strconv.Itoa(k), (len(conns)+keys-1-k)/keys)
 	}
-	memoryRow(name, "parked request, one per session", len(conns), before, lcd.memory())
+	// The Go figures count from the scrape after the keepalives: a scrape
+	// here, of 10,000 sessions, would leave garbage in the RSS after.
+	before.heap, before.stacks, before.goStats = settled.heap, settled.stacks, settled.goStats
+	memoryRow(name, "parked request, one per session", len(conns), before, lcd.memory(true))
 	closeAll(conns)
 	holder.c.Close()
 	lcd.stop()
@@ -560,7 +561,7 @@ func lcdMemory(bin, name string) string {
 	holder = holdKeys(lcd.addr, keys)
 	var pings atomic.Int64
 	few := openSessions(lcd.addr, keys, "parker-", &pings)
-	before = lcd.memory()
+	before = lcd.memory(true)
 	for _, s := range few {
 		var b []byte
 		for k := range keys {
@@ -575,28 +576,30 @@ func lcdMemory(bin, name string) string {
 	for k := range keys {
 		waitQueued(holder, "parked/"+strconv.Itoa(k), len(few))
 	}
-	memoryRow(name, fmt.Sprintf("parked request, %d per session", keys), keys*len(few), before, lcd.memory())
+	memoryRow(name, fmt.Sprintf("parked request, %d per session", keys), keys*len(few), before, lcd.memory(true))
 	closeAll(few)
 	return keep
 }
 
 // memPoint is a server's memory at one moment: RSS, and for lcd the Go
-// runtime's heap in use and stacks, read from its metrics endpoint.
+// runtime's heap in use and stacks, and the sessions expired so far, read
+// from its metrics endpoint.
 type memPoint struct {
-	rss          int64
-	heap, stacks float64
-	goStats      bool
+	rss                    int64
+	heap, stacks, expiries float64
+	goStats                bool
 }
 
-// memory reads the server's memory; the metrics are read after the RSS,
-// so that the allocations of the scrape are not in it.
-func (s *server) memory() memPoint {
+// memory reads the server's RSS and, with stats, its metrics after it, so
+// that the allocations of the scrape are not in that RSS (they may be in
+// the next).
+func (s *server) memory(stats bool) memPoint {
 	m := memPoint{rss: s.rss()}
-	if s.metrics != "" {
-		var okHeap, okStacks bool
-		m.heap, okHeap = scrape(s.metrics, "go_memstats_heap_inuse_bytes")
-		m.stacks, okStacks = scrape(s.metrics, "go_memstats_stack_inuse_bytes")
-		m.goStats = okHeap && okStacks
+	if stats && s.metrics != "" {
+		v := scrapeAll(s.metrics, "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "locking_center_session_expiries_total")
+		if len(v) == 3 {
+			m.heap, m.stacks, m.expiries, m.goStats = v[0], v[1], v[2], true
+		}
 	}
 	return m
 }
