@@ -61,7 +61,7 @@ type envOptions struct {
 }
 
 // start serves a new node until the test ends.
-func start(t *testing.T, o envOptions) *env {
+func start(t testing.TB, o envOptions) *env {
 	t.Helper()
 	e := startOn(t, o)
 	t.Cleanup(e.stop)
@@ -69,7 +69,7 @@ func start(t *testing.T, o envOptions) *env {
 }
 
 // startOn serves a new node until stop is called.
-func startOn(t *testing.T, o envOptions) *env {
+func startOn(t testing.TB, o envOptions) *env {
 	t.Helper()
 	var now func() time.Time
 	if o.clock != nil {
@@ -105,7 +105,7 @@ func startOn(t *testing.T, o envOptions) *env {
 	return &env{node: node, addr: ln.Addr().String(), session: ss, clock: o.clock, stop: stop}
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
@@ -114,7 +114,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 
 // client is a raw client of the session protocol.
 type client struct {
-	t   *testing.T
+	t   testing.TB
 	c   net.Conn
 	r   *reader
 	id  uint64
@@ -123,7 +123,7 @@ type client struct {
 }
 
 // dial connects and sends the preface.
-func (e *env) dial(t *testing.T) *client {
+func (e *env) dial(t testing.TB) *client {
 	t.Helper()
 	c, err := net.Dial("tcp", e.addr)
 	if err != nil {
@@ -137,7 +137,7 @@ func (e *env) dial(t *testing.T) *client {
 }
 
 // hello opens a session named name and returns the client.
-func (e *env) hello(t *testing.T, name string, fields ...func(*frameBuilder)) *client {
+func (e *env) hello(t testing.TB, name string, fields ...func(*frameBuilder)) *client {
 	t.Helper()
 	c := e.dial(t)
 	c.send(TypeHello, append([]func(*frameBuilder){func(fb *frameBuilder) { fb.str(TagName, name) }}, fields...)...)
