@@ -58,6 +58,7 @@ type envOptions struct {
 	clock   *clock
 	journal mutex.Journal
 	table   *mutex.Table // read back from a journal; nil: empty
+	limits  mutex.Limits
 }
 
 // start serves a new node until the test ends.
@@ -75,7 +76,7 @@ func startOn(t testing.TB, o envOptions) *env {
 	if o.clock != nil {
 		now = o.clock.Now
 	}
-	node := mutex.NewNode(mutex.NodeConfig{Clock: now, Journal: o.journal, Table: o.table})
+	node := mutex.NewNode(mutex.NodeConfig{Clock: now, Journal: o.journal, Table: o.table, Limits: o.limits})
 	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o.cfg.Logger = log
 	ss, err := NewServer(node, o.cfg)
