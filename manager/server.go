@@ -32,6 +32,10 @@ type Config struct {
 	Tokens interface {
 		Authenticate(token []byte) (*auth.Principal, error)
 	}
+	// Gate caps the connections open at once with the other ports that
+	// share it; this port is an operator's, and may use the reserve. One
+	// over the cap is answered '-'. Nil: no cap.
+	Gate *serve.Gate
 }
 
 // Server answers the management port from a lock table's node.
@@ -52,6 +56,10 @@ func NewServer(t *mutex.Node, cfg Config) *Server {
 	}
 	s := &Server{table: t, timeout: cfg.Timeout, log: serve.Discard(cfg.Logger), tokens: cfg.Tokens}
 	s.srv = serve.NewServer(serve.Worker(s.handle), s.log)
+	s.srv.Limit(cfg.Gate, true, func(c net.Conn) {
+		t.Refused(mutex.RefusedConnections)
+		c.Write([]byte{statusFailed})
+	})
 	return s
 }
 

@@ -77,6 +77,10 @@ type ServerConfig struct {
 	// Rates limits each client address's v1 requests; one over the rate is
 	// answered '-'. Nil: no limit.
 	Rates *ratelimit.Rates
+	// Gate caps the connections this port (a client port) may have open,
+	// with the other ports sharing it; one over the cap is answered '-'
+	// (or the handoff's OverLimit) and closed. Nil: no cap.
+	Gate *serve.Gate
 }
 
 // Handoff passes a connection whose first byte is First, which no v1
@@ -86,6 +90,9 @@ type ServerConfig struct {
 type Handoff struct {
 	First byte
 	Serve func(c net.Conn, got []byte)
+	// OverLimit is what a connection of that protocol gets when the
+	// server has no room for it (ServerConfig.Gate); nil: nothing.
+	OverLimit []byte
 }
 
 // Validate reports a configuration that cannot work.
@@ -123,6 +130,7 @@ func NewServer(n *mutex.Node, cfg ServerConfig) (*Server, error) {
 	s := &Server{node: n, timeout: cfg.HeaderTimeout, log: serve.Discard(cfg.Logger), handoff: cfg.Handoff,
 		forward: cfg.Forward, v1Allowed: cfg.V1Allowed, rates: cfg.Rates}
 	s.srv = serve.NewServer(s.open, s.log)
+	s.srv.Limit(cfg.Gate, false, s.refuseConn)
 	s.deliveries = newDeliveries(n, cfg.HeaderTimeout, s.srv.Finish, func(g grant) {
 		s.log.Debug("grant not received, passed on", slog.String(logRemote, g.remote))
 	})
@@ -327,6 +335,22 @@ func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool
 		}
 		return false
 	}, false
+}
+
+// refuseConn answers a connection the gate has no room for, in the accept
+// loop: with what has arrived already (it never waits), '-' for v1, or the
+// handoff's OverLimit for its protocol.
+func (s *Server) refuseConn(c net.Conn) {
+	defer s.node.Refused(mutex.RefusedConnections) // once answered
+	var b [1]byte
+	n, _ := readNow(c, b[:])
+	if h := s.handoff; h != nil && n == 1 && b[0] == h.First {
+		if h.OverLimit != nil {
+			c.Write(h.OverLimit)
+		}
+		return
+	}
+	c.Write(answerFailedBytes)
 }
 
 // admit reports whether a v1 request on c may be served: its network is

@@ -653,6 +653,12 @@ func peerIP(c net.Conn) string {
 	return c.RemoteAddr().String()
 }
 
+// OverLimitGoodbye returns the GOODBYE over_limit that a connection the
+// server has no room for gets, after its preface.
+func OverLimitGoodbye() []byte {
+	return goodbye(CodeOverLimit, "the server has as many connections as it allows; try again later")
+}
+
 // goodbye returns a GOODBYE frame.
 func goodbye(code Code, message string) []byte { return goodbyeLeader(code, message, "") }
 

@@ -41,6 +41,8 @@ type Config struct {
 	// Cluster makes this process a node of a raft cluster (NODE_ID and the
 	// RAFT_ settings); nil: a single node, as without them.
 	Cluster *cluster.Config
+	// Security is authentication and the limits (docs/security.md).
+	Security securityConfig
 }
 
 // setting is one flag with its environment variable.
@@ -58,9 +60,14 @@ type options struct {
 	nodeID, raftAddr, raftAdvertise      string
 	raftDir, raftPeers, raftDial         string
 	advertise, electionTimeout           string
+	sec                                  securityOptions
 }
 
 func (o *options) settings() []setting {
+	return append(o.baseSettings(), o.sec.settings()...)
+}
+
+func (o *options) baseSettings() []setting {
 	return []setting{
 		{"bind-address", "BIND_ADDRESS", defaultBindAddress, "mutex port address, host:port", &o.bindAddr},
 		{"manager-address", "MANAGER_ADDRESS", "", "management port address (default: mutex port + 1)", &o.manager},
@@ -142,6 +149,9 @@ func (o *options) config(fs *pflag.FlagSet, environ []string) (Config, error) {
 		return Config{}, fmt.Errorf("log-format %q: want text or json", cfg.LogFormat)
 	}
 	if cfg.Cluster, err = o.clusterConfig(cfg); err != nil {
+		return Config{}, err
+	}
+	if cfg.Security, err = o.sec.config(); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -31,8 +32,9 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	want := Config{BindAddress: ":22119", ManagerAddress: ":22120", MetricsAddress: ":22121",
 		HeaderTimeout: 10 * time.Second, ShutdownTimeout: 30 * time.Second, LogFormat: "text",
-		SessionTTL: 10 * time.Second, SessionTTLMin: time.Second, SessionTTLMax: 5 * time.Minute}
-	if cfg != want {
+		SessionTTL: 10 * time.Second, SessionTTLMin: time.Second, SessionTTLMax: 5 * time.Minute,
+		Security: securityConfig{MaxConnections: autoMaxConnections(), Reserved: 32, Burst: 1}}
+	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("defaults = %+v\nwant %+v", cfg, want)
 	}
 }
@@ -152,5 +154,38 @@ func TestClusterWithDataPathExits2(t *testing.T) {
 		"DATA_PATH=" + t.TempDir() + "/locks.wal"}, io.Discard, &stderr)
 	if code != exitUsage || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), "DATA_PATH") {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+func TestConfigSecurity(t *testing.T) {
+	cfg, err := resolve(t, []string{"--auth-tokens-file=/etc/lc/tokens", "--max-connections=500"},
+		[]string{"AUTH_V1_NETWORKS=10.0.0.0/8, 127.0.0.1/32", "AUTH_METRICS=true", "RESERVED_CONNECTIONS=50",
+			"MAX_HELD_PER_SOURCE=100", "MAX_PARKED_PER_SOURCE=10", "RATE_PER_SOURCE=20.5", "RATE_BURST=40"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := cfg.Security
+	if sc.TokensFile != "/etc/lc/tokens" || len(sc.V1Networks) != 2 || sc.V1Networks[1].String() != "127.0.0.1/32" ||
+		!sc.MetricsAuth || sc.MaxConnections != 500 || sc.Reserved != 50 || sc.Limits.MaxHeld != 100 ||
+		sc.Limits.MaxParked != 10 || sc.Rate != 20.5 || sc.Burst != 40 {
+		t.Fatalf("security settings %+v", sc)
+	}
+	if cfg, _ := resolve(t, []string{"--rate-per-source=7.5", "--max-connections=0"}, nil); cfg.Security.Burst != 7 ||
+		cfg.Security.MaxConnections != 0 {
+		t.Errorf("the burst of 7.5/s defaults to %d (want 7), max-connections 0 to %d", cfg.Security.Burst,
+			cfg.Security.MaxConnections)
+	}
+	for _, bad := range [][]string{
+		{"--auth-v1-networks=10.0.0.0/8"}, // without authentication
+		{"--auth-metrics=true"},           // likewise
+		{"--auth-tokens-file=t", "--auth-v1-networks=10.0.0.0"},
+		{"--auth-metrics=maybe"},
+		{"--max-connections=10", "--reserved-connections=10"},
+		{"--max-connections=-1"}, {"--max-held-per-source=many"}, {"--rate-per-source=-1"},
+		{"--rate-burst=1.5"},
+	} {
+		if _, err := resolve(t, bad, nil); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }

@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/locking-center/locking-center/cluster"
+	netserve "github.com/locking-center/locking-center/internal/serve"
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/metrics"
 	"github.com/locking-center/locking-center/mutex"
@@ -31,13 +35,16 @@ import (
 // cfg.ShutdownTimeout in all, and not at all when nothing polls it.
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
+	sec, err := newSecurity(cfg.Security)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
 	var (
 		node       *mutex.Node
 		st         store
 		cl         *cluster.Cluster
 		lns        []net.Listener
 		sessionSrv *session.Server
-		err        error
 	)
 	bindings := []binding{
 		{cfg.BindAddress, oneshot.Listen},
@@ -48,7 +55,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return &exitError{code: exitStore, err: err}
 		}
 		defer st.close()
-		node = mutex.NewNode(mutex.NodeConfig{Journal: st.journal, Table: st.restored})
+		node = mutex.NewNode(mutex.NodeConfig{Journal: st.journal, Table: st.restored, Limits: cfg.Security.Limits})
 	} else {
 		// A cluster node binds first: its mutex port's address may be the
 		// one it advertises.
@@ -70,7 +77,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return &exitError{code: exitUsage, err: err}
 		}
 		defer cl.Close()
-		node = mutex.NewNode(mutex.NodeConfig{Replicator: cl})
+		node = mutex.NewNode(mutex.NodeConfig{Replicator: cl, Limits: cfg.Security.Limits})
 	}
 	defer node.Close()
 	if err := metrics.Register(reg, node); err != nil {
@@ -79,13 +86,16 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	sessionSrv, err = session.NewServer(node, session.Config{
 		TTL: cfg.SessionTTL, MinTTL: cfg.SessionTTLMin, MaxTTL: cfg.SessionTTLMax, LockDelay: cfg.LockDelay,
 		HeaderTimeout: cfg.HeaderTimeout, ServerID: serverID(), Logger: log,
+		Tokens: sec.tokens(), Rates: sec.rates,
 	})
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
 	oneshotCfg := oneshot.ServerConfig{
 		HeaderTimeout: cfg.HeaderTimeout, Logger: log,
-		Handoff: &oneshot.Handoff{First: session.Preface[0], Serve: sessionSrv.Serve},
+		Handoff: &oneshot.Handoff{First: session.Preface[0], Serve: sessionSrv.Serve,
+			OverLimit: session.OverLimitGoodbye()},
+		V1Allowed: sec.v1Allowed, Rates: sec.rates, Gate: sec.gate,
 	}
 	if cl != nil {
 		oneshotCfg.Forward = cl.Forward
@@ -94,13 +104,15 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	managerSrv := manager.NewServer(node, manager.Config{Timeout: cfg.HeaderTimeout, Logger: log})
+	managerSrv := manager.NewServer(node, manager.Config{Timeout: cfg.HeaderTimeout, Logger: log,
+		Tokens: sec.tokens(), Gate: sec.gate})
 	scrapes := newScrapeWatch()
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", scrapes.wrap(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	mux.Handle("/metrics", sec.guardMetrics(scrapes.wrap(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
-	})))
+	})), node))
+	mux.Handle("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }))
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: metricsIdleTimeout}
 
 	attrs := []any{slog.String("version", version)}
@@ -127,7 +139,21 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		slog.String("manager", lns[1].Addr().String()),
 		slog.String("metrics", lns[2].Addr().String()))...)
 
+	lns[2] = netserve.LimitListener(lns[2], sec.gate, true, func(net.Conn) { node.Refused(mutex.RefusedConnections) })
+	reloads := make(chan os.Signal, 1)
+	signal.Notify(reloads, syscall.SIGHUP)
+	defer signal.Stop(reloads)
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		for {
+			select {
+			case <-reloads:
+				sec.reload(log)
+			case <-gctx.Done():
+				return nil
+			}
+		}
+	})
 	// A signal can close a server before its Serve has started; that is a
 	// shutdown, not a failure.
 	g.Go(func() error { return ignore(mutexSrv.Serve(gctx, lns[0]), oneshot.ErrClosed) })
