@@ -253,6 +253,8 @@ type faults struct {
 	truncates int  // Truncate
 	opens     int  // OpenFile
 	partial   bool // a failing WriteAt writes the first half of its bytes
+	// err is what a failing call returns; nil means errInjected.
+	err error
 	// suffix, when set, limits the failures to files whose name ends so.
 	suffix string
 	// gate, when set, holds every Sync: Sync sends on entered, then
@@ -278,10 +280,23 @@ func (fl *faults) take(n *int) bool {
 	return false
 }
 
-// openFile is the Config.OpenFile of the plan.
-func (fl *faults) openFile(name string, flag int, perm os.FileMode) (File, error) {
+// failure returns the error of a failing call.
+func (fl *faults) failure() error {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if fl.err != nil {
+		return fl.err
+	}
+	return errInjected
+}
+
+// faults is a Config.FS: the operating system's, with the failures it
+// plans.
+var _ FS = (*faults)(nil)
+
+func (fl *faults) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	if fl.take(&fl.opens) {
-		return nil, &os.PathError{Op: "open", Path: name, Err: errInjected}
+		return nil, &os.PathError{Op: "open", Path: name, Err: fl.failure()}
 	}
 	f, err := os.OpenFile(name, flag, perm)
 	if err != nil {
@@ -289,6 +304,12 @@ func (fl *faults) openFile(name string, flag int, perm os.FileMode) (File, error
 	}
 	return &faultFile{File: f, fl: fl, name: name}, nil
 }
+
+func (fl *faults) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
+
+func (fl *faults) Remove(name string) error { return os.Remove(name) }
+
+func (fl *faults) Free(dir string) (int64, error) { return osFS{}.Free(dir) }
 
 type faultFile struct {
 	File
@@ -313,7 +334,7 @@ func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
 		if partial {
 			n, _ = f.File.WriteAt(p[:len(p)/2], off)
 		}
-		return n, errInjected
+		return n, f.fl.failure()
 	}
 	return f.File.WriteAt(p, off)
 }
@@ -327,14 +348,14 @@ func (f *faultFile) Sync() error {
 		<-proceed
 	}
 	if f.fail(&f.fl.syncs) {
-		return errInjected
+		return f.fl.failure()
 	}
 	return f.File.Sync()
 }
 
 func (f *faultFile) Truncate(size int64) error {
 	if f.fail(&f.fl.truncates) {
-		return errInjected
+		return f.fl.failure()
 	}
 	return f.File.Truncate(size)
 }

@@ -71,8 +71,9 @@ type Config struct {
 	// locking_center_store_compactions_total; nil registers neither.
 	// Close unregisters them.
 	Registerer prometheus.Registerer
-	// OpenFile opens the log and its temp file; nil means os.OpenFile.
-	OpenFile OpenFileFunc
+	// FS holds the log's files; nil means the operating system's. Tests
+	// supply one that fails on demand or that simulates a power loss.
+	FS FS
 }
 
 // Validate reports a configuration that cannot work.
@@ -100,7 +101,7 @@ type Stats struct {
 type Log struct {
 	path, dir string
 	minSize   int64
-	open      OpenFileFunc
+	fs        FS
 	log       *slog.Logger
 	reg       prometheus.Registerer // where the counters are registered, or nil
 	lock      *os.File
@@ -191,7 +192,7 @@ func Open(cfg Config) (*Log, *mutex.Table, error) {
 		path:       path,
 		dir:        filepath.Dir(path),
 		minSize:    cfg.CompactMinSize,
-		open:       cfg.OpenFile,
+		fs:         cfg.FS,
 		log:        cfg.Logger,
 		mirror:     mutex.NewTable(),
 		recordSize: defaultRecordSize,
@@ -210,8 +211,8 @@ func Open(cfg Config) (*Log, *mutex.Table, error) {
 	if l.minSize == 0 {
 		l.minSize = DefaultCompactMinSize
 	}
-	if l.open == nil {
-		l.open = osOpenFile
+	if l.fs == nil {
+		l.fs = osFS{}
 	}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
@@ -237,7 +238,7 @@ func (l *Log) start(reg prometheus.Registerer) error {
 		return err
 	}
 	tmp := l.path + tmpSuffix
-	if err := os.Remove(tmp); err == nil {
+	if err := l.fs.Remove(tmp); err == nil {
 		l.log.Warn("removed a temp file left by an interrupted compaction", slog.String(logTemp, tmp))
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("store: remove stale temp file: %w", err)
@@ -293,7 +294,7 @@ func (l *Log) start(reg prometheus.Registerer) error {
 // openLog opens the log file, creating it when missing; a new file's
 // directory entry is synced before anything is written to it.
 func (l *Log) openLog() error {
-	f, err := l.open(l.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, filePerm)
+	f, err := l.fs.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, filePerm)
 	if err == nil {
 		l.f = f
 		if err := l.syncDir(); err != nil {
@@ -304,7 +305,7 @@ func (l *Log) openLog() error {
 	if !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("store: create log: %w", err)
 	}
-	if l.f, err = l.open(l.path, os.O_RDWR, filePerm); err != nil {
+	if l.f, err = l.fs.OpenFile(l.path, os.O_RDWR, filePerm); err != nil {
 		return fmt.Errorf("store: open log: %w", err)
 	}
 	return nil
@@ -574,7 +575,7 @@ func (l *Log) maybeCompact() {
 // fsync after it sets dirPending and returns the error.
 func (l *Log) rewrite() error {
 	tmp := l.path + tmpSuffix
-	f, err := l.open(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, filePerm)
+	f, err := l.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, filePerm)
 	if err != nil {
 		return fmt.Errorf("store: compact: %w", err)
 	}
@@ -582,12 +583,12 @@ func (l *Log) rewrite() error {
 	if err == nil {
 		if err = f.Sync(); err == nil {
 			l.stats.syncs.Add(1)
-			err = os.Rename(tmp, l.path)
+			err = l.fs.Rename(tmp, l.path)
 		}
 	}
 	if err != nil {
 		f.Close()
-		os.Remove(tmp)
+		l.fs.Remove(tmp)
 		return fmt.Errorf("store: compact %s: %w", l.path, err)
 	}
 	old := l.f

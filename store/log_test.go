@@ -28,7 +28,7 @@ func TestAppendSurvivesReopen(t *testing.T) {
 func TestGroupCommit(t *testing.T) {
 	fl := &faults{}
 	path := tempLogPath(t)
-	l, _ := openLog(t, path, Config{OpenFile: fl.openFile})
+	l, _ := openLog(t, path, Config{FS: fl})
 	syncs := l.Stats().Syncs // the directory's, for the new file
 	entered, proceed := make(chan struct{}), make(chan struct{})
 	fl.set(func(fl *faults) { fl.entered, fl.proceed = entered, proceed })
@@ -98,7 +98,7 @@ func TestWriteFailure(t *testing.T) {
 			fl := &faults{}
 			reg := prometheus.NewRegistry()
 			path := tempLogPath(t)
-			l, _ := openLog(t, path, Config{OpenFile: fl.openFile, Registerer: reg})
+			l, _ := openLog(t, path, Config{FS: fl, Registerer: reg})
 			before := []mutex.Command{acquire("held", "s", "a", epoch), acquire("to-release", "s", "a", epoch)}
 			mustAppend(t, l, before...)
 
@@ -129,7 +129,7 @@ func TestBrokenUntilRecovered(t *testing.T) {
 	fl := &faults{}
 	reg := prometheus.NewRegistry()
 	path := tempLogPath(t)
-	l, _ := openLog(t, path, Config{OpenFile: fl.openFile, Registerer: reg})
+	l, _ := openLog(t, path, Config{FS: fl, Registerer: reg})
 	mustAppend(t, l, acquire("a", "s", "a", epoch))
 	fl.set(func(fl *faults) { fl.writes, fl.truncates, fl.opens = 1, 3, 3 })
 	for i := range 3 {
@@ -166,7 +166,7 @@ func TestCompactionFailureKeepsLog(t *testing.T) {
 	fl := &faults{}
 	reg := prometheus.NewRegistry()
 	path := tempLogPath(t)
-	l, _ := openLog(t, path, Config{OpenFile: fl.openFile, Registerer: reg, CompactMinSize: 1})
+	l, _ := openLog(t, path, Config{FS: fl, Registerer: reg, CompactMinSize: 1})
 	var all []mutex.Command
 	add := func(cmds ...mutex.Command) {
 		t.Helper()
@@ -343,7 +343,7 @@ func TestAppendRefused(t *testing.T) {
 func TestDirSyncFailureAfterRename(t *testing.T) {
 	fl := &faults{}
 	path := tempLogPath(t)
-	l, _ := openLog(t, path, Config{OpenFile: fl.openFile, CompactMinSize: 1})
+	l, _ := openLog(t, path, Config{FS: fl, CompactMinSize: 1})
 	mustAppend(t, l, acquire("kept", "s", "a", epoch))
 	// The compaction's, then the recovery's and its rewrite's.
 	fl.set(func(fl *faults) { fl.syncs, fl.suffix = 3, filepath.Dir(path) })

@@ -1,0 +1,17 @@
+//go:build unix
+
+package store
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+func (osFS) Free(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, &os.PathError{Op: "statfs", Path: dir, Err: err}
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
