@@ -255,6 +255,10 @@ type faults struct {
 	partial   bool // a failing WriteAt writes the first half of its bytes
 	// err is what a failing call returns; nil means errInjected.
 	err error
+	// writePlan and syncPlan, when set, decide the next WriteAt and Sync
+	// calls of any file in turn, whatever suffix says: true fails the
+	// call. Past their end, writes and syncs count as before.
+	writePlan, syncPlan []bool
 	// suffix, when set, limits the failures to files whose name ends so.
 	suffix string
 	// gate, when set, holds every Sync: Sync sends on entered, then
@@ -317,16 +321,23 @@ type faultFile struct {
 	name string
 }
 
-// fail reports whether this call, counted by n, fails.
-func (f *faultFile) fail(n *int) bool {
+// fail reports whether this call, counted by n, fails; plan, when it is
+// not empty, decides instead.
+func (f *faultFile) fail(plan *[]bool, n *int) bool {
 	f.fl.mu.Lock()
 	suffix := f.fl.suffix
+	if plan != nil && len(*plan) > 0 {
+		fail := (*plan)[0]
+		*plan = (*plan)[1:]
+		f.fl.mu.Unlock()
+		return fail
+	}
 	f.fl.mu.Unlock()
 	return strings.HasSuffix(f.name, suffix) && f.fl.take(n)
 }
 
 func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
-	if f.fail(&f.fl.writes) {
+	if f.fail(&f.fl.writePlan, &f.fl.writes) {
 		f.fl.mu.Lock()
 		partial := f.fl.partial
 		f.fl.mu.Unlock()
@@ -347,14 +358,14 @@ func (f *faultFile) Sync() error {
 		entered <- struct{}{}
 		<-proceed
 	}
-	if f.fail(&f.fl.syncs) {
+	if f.fail(&f.fl.syncPlan, &f.fl.syncs) {
 		return f.fl.failure()
 	}
 	return f.File.Sync()
 }
 
 func (f *faultFile) Truncate(size int64) error {
-	if f.fail(&f.fl.truncates) {
+	if f.fail(nil, &f.fl.truncates) {
 		return f.fl.failure()
 	}
 	return f.File.Truncate(size)

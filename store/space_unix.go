@@ -3,6 +3,7 @@
 package store
 
 import (
+	"errors"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -14,4 +15,10 @@ func (osFS) Free(dir string) (int64, error) {
 		return 0, &os.PathError{Op: "statfs", Path: dir, Err: err}
 	}
 	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// isNoSpace reports whether err says the volume is full: no space left on
+// the device, or the user's disk quota is used up.
+func isNoSpace(err error) bool {
+	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)
 }
