@@ -257,7 +257,11 @@
 // quarter of the room that answer left before the nearer one (a snapshot
 // grows by about a record when the log does, so no point comes more than
 // three times as fast), and again after each compaction: on a roomy volume,
-// about once per compaction.
+// about once per compaction. A compaction that fails leaves the old log in
+// use; it is tried again once the log has grown by the threshold, or, when
+// it failed for lack of space, as soon as the free space holds a snapshot
+// (the Log then asks after each batch), so that the log does not take the
+// room that comes free before it can compact.
 //
 // Open also compacts, before serving, a log that is at least twice the
 // size of its snapshot and at least the threshold or 64 KiB, whichever is

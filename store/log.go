@@ -148,6 +148,7 @@ type Log struct {
 	dirPending   bool            // a rename is not yet known to be on disk
 	nextCompact  int64           // no compaction before the log reaches this size
 	spaceCheck   int64           // no free-space check before the log reaches this size
+	roomWait     bool            // a compaction found no room: none until the volume has it
 	spareBuf     []byte
 	spareChanges []mutex.Command
 	lastBatch    int           // commands in the last batch
@@ -611,18 +612,27 @@ func (l *Log) snapshotSize() int64 {
 // maybeCompact rewrites the log when it is at least twice the size a
 // snapshot of its table would take and either has reached minSize or
 // its volume runs low on space. A failed compaction leaves the old log in
-// use and is tried again once the log has grown by the minimum size, or
-// when a write finds the volume full.
+// use. It is tried again once the log has grown by the minimum size; one
+// that failed for lack of space, as soon as the volume has room for it.
 func (l *Log) maybeCompact(minSize int64) {
-	if l.size < 2*l.snapshotSize() || l.size < l.nextCompact {
+	if l.size < 2*l.snapshotSize() || l.size < l.nextCompact || l.roomWait && !l.roomForRewrite() {
 		return
 	}
 	if l.size < minSize && !l.lowOnSpace() {
 		return
 	}
-	if l.compact(l.mirror, "") != nil {
-		l.nextCompact = l.size + l.minSize
+	if err := l.compact(l.mirror, ""); err != nil {
+		if l.roomWait = isNoSpace(err); !l.roomWait {
+			l.nextCompact = l.size + l.minSize
+		}
 	}
+}
+
+// roomForRewrite reports whether the volume has room for a snapshot of
+// the mirror, in whole blocks, or cannot tell.
+func (l *Log) roomForRewrite() bool {
+	free, err := l.fs.Free(l.dir)
+	return err != nil || free >= (l.snapshotSize()+spareBlock-1)/spareBlock*spareBlock
 }
 
 // compact rewrites the log from t and logs the outcome, with why after
@@ -696,7 +706,7 @@ func (l *Log) rewrite(t *mutex.Table) error {
 		return fmt.Errorf("store: compact %s: %w", l.path, err)
 	}
 	old := l.f
-	l.f, l.size, l.mirror, l.nextCompact, l.spaceCheck = f, size, t, 0, 0
+	l.f, l.size, l.mirror, l.nextCompact, l.spaceCheck, l.roomWait = f, size, t, 0, 0, false
 	if records > 1 {
 		l.recordSize = max((size-stateRecordSize)/int64(records-1), 1)
 	}

@@ -204,6 +204,42 @@ func TestFullVolumeRecovers(t *testing.T) {
 	sameTable(t, table, model(all))
 }
 
+// A compaction that finds no room on its volume is tried again as soon as
+// the volume has room for it: when something else gives back the space
+// it took, the log compacts before it fills that space with history, and
+// the cycles go on.
+func TestCompactionWaitsForRoom(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "locks.wal")
+	m := newMemFS(16<<10, dir)
+	l, _ := openLog(t, path, Config{FS: m, Logger: slog.New(slog.DiscardHandler)})
+	held := acquire("held", "s", "a", epoch)
+	mustAppend(t, l, held)
+	filler := fillVolume(t, m, dir)
+	key := strings.Repeat("k", mutex.MaxKeyLen)
+	// Two cycles fit into the log's last block; compacting after them
+	// finds no block free.
+	for range 2 {
+		mustAppend(t, l, acquire(key, "s", "a", epoch))
+		mustAppend(t, l, release(key, epoch))
+	}
+	if err := m.Remove(filepath.Join(dir, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	filler.Close()
+	for i := range 1000 {
+		if err := appendAll(l, acquire(key, "s", "a", epoch))[0]; err != nil {
+			t.Fatalf("cycle %d: acquire: %v", i, err)
+		}
+		if err := appendAll(l, release(key, epoch))[0]; err != nil {
+			t.Fatalf("cycle %d: release: %v", i, err)
+		}
+	}
+	if st := l.Stats(); st.Compactions == 0 {
+		t.Fatalf("stats %+v, want compactions", st)
+	}
+}
+
 // On a volume smaller than the compaction threshold, with a key held and
 // lock and unlock cycles on another, the cycles go on for ever: the log is
 // compacted while its volume still has room for the rewrite beside it.
