@@ -199,6 +199,7 @@ func powerLossRound(dir string, seed uint64) (roundReport, error) {
 // every answer given before the power failed.
 func runLoad(l *Log, restored *mutex.Table, clock *atomic.Int64, md *lockModel, m *memFS, keys []string, workers int, seed uint64) {
 	sess, applied := restoredSession(restored)
+	md.restarting(clock.Load())
 	lt := newLockTable(l, restored, func() time.Time { return time.Unix(0, clock.Load()) })
 	defer lt.close()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -377,8 +378,10 @@ type lockModel struct {
 	full     bool     // writes may fail: the volume fills up
 	errs     []string // answers that no power loss explains
 
-	told     uint64            // the highest fencing token told '+' (or read back)
-	floor    uint64            // told as of the last replay: every token handed out since is above it
+	told uint64 // the highest fencing token told '+' (or read back)
+	// floor is every token told as of the last replay, and the clock at
+	// the restart after it: every token handed out since is above both.
+	floor    uint64
 	keyToken map[string]uint64 // per key, the highest token told for it
 	sessions map[uint64]*sessionRun
 	maxSess  uint64 // the highest session id told (or read back)
@@ -433,7 +436,7 @@ func (md *lockModel) answered(a *attempt, token uint64, granted bool, err error,
 	md.mu.Lock()
 	defer md.mu.Unlock()
 	if token != 0 && token <= md.floor {
-		md.errs = append(md.errs, fmt.Sprintf("%s for %q: token %d handed out, not above %d, told before the restart",
+		md.errs = append(md.errs, fmt.Sprintf("%s for %q: token %d handed out, not above %d, told before the restart or the clock at it",
 			a.id, a.key, token, md.floor))
 	}
 	switch {
@@ -696,6 +699,14 @@ func (md *lockModel) replayed(t *mutex.Table) {
 		}
 	}
 	md.floor = md.told
+}
+
+// restarting records that a node restarts at the clock reading now, in
+// Unix nanoseconds: its tokens go on above it too.
+func (md *lockModel) restarting(now int64) {
+	md.mu.Lock()
+	defer md.mu.Unlock()
+	md.floor = max(md.floor, uint64(now))
 }
 
 // heldBy returns the keys that worker holds, by the model, with their
