@@ -34,9 +34,9 @@ type FS interface {
 	// error for which errors.Is(err, os.ErrNotExist) holds.
 	Remove(name string) error
 	// Free returns the bytes that this process may still write to the
-	// volume that holds the directory dir (statfs(2): the blocks available
-	// to an unprivileged user, times the block size), or an error:
-	// errors.ErrUnsupported where the system cannot tell.
+	// volume that holds the directory dir (statfs(2) or statvfs(2): the
+	// blocks available to an unprivileged user, times their size), or an
+	// error: errors.ErrUnsupported where the system cannot tell.
 	Free(dir string) (int64, error)
 }
 
