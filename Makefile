@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test test-go test-clients test-deploy bench bench-v1 bench-session soak soak-cluster fuzz clean
+.PHONY: all build run test test-go test-clients test-deploy bench bench-v1 bench-session soak soak-crash soak-powerloss soak-cluster fuzz clean
 
 all: build
 
@@ -45,9 +45,16 @@ bench-v1:
 bench-session:
 	$(GO) run ./internal/bench -only session-throughput,session-hotkey,session-memory
 
-# A long crash-and-restart soak of the write-ahead log.
-soak:
+# Long soaks of the write-ahead log: lcd killed with SIGKILL and restarted,
+# round after round; then power losses simulated under the log, which drop
+# every byte that was not synced.
+soak: soak-crash soak-powerloss
+
+soak-crash:
 	LC_SOAK_ROUNDS=$${LC_SOAK_ROUNDS:-200} $(GO) test -race -count=1 -timeout 2h -run TestCrashRecovery -v ./cmd/lcd
+
+soak-powerloss:
+	LC_POWERLOSS_ROUNDS=$${LC_POWERLOSS_ROUNDS:-1000} $(GO) test -race -count=1 -timeout 2h -run 'TestPowerLoss$$' -v ./store
 
 # A long soak of a three-node cluster: leader kills and partitions under
 # load, each round checked for lost grants, overlaps and linearizability.
