@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/locking-center/locking-center/auth"
@@ -31,7 +32,7 @@ type sess struct {
 	srv       *Server
 	id        uint64
 	name      string
-	live      *mutex.Live
+	live      atomic.Pointer[mutex.Live]
 	principal *auth.Principal // nil without authentication
 	account   string          // charged for its locks, and rate-limited
 

@@ -181,7 +181,7 @@ func (s *Server) Serve(nc net.Conn, got []byte) {
 			c.ended(err)
 			return
 		}
-		c.sess.live.Touch()
+		c.sess.live.Load().Touch()
 	}
 }
 
@@ -515,7 +515,8 @@ func (c *conn) hello(f *Frame) bool {
 		c.send(goodbye(CodeBadRequest, "the session could not be opened: "+res.Status.String()))
 		return false
 	}
-	s.id, s.live = live.ID(), live
+	s.id = live.ID()
+	s.live.Store(live)
 	c.sess = s
 	fb := begin(nil, TypeWelcome, f.ID)
 	c.welcomeFields(&fb, s.id, secret[:], ttl)
@@ -628,7 +629,7 @@ func (c *conn) resume(f *Frame) bool {
 		c.send(goodbye(CodeUnknownSession, "no such session, or a wrong secret"))
 		return false
 	}
-	s.live = live
+	s.live.Store(live) // another connection's resume of the session may read it
 	c.sess = s
 	if old != nil && old != c {
 		old.send(goodbye(CodeSessionEnded, "the session was resumed on another connection"))
