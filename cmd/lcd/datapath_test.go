@@ -28,6 +28,7 @@ type lcdAddrs struct {
 	Mutex   string `json:"mutex"`
 	Manager string `json:"manager"`
 	Metrics string `json:"metrics"`
+	HTTP    string `json:"http"`
 }
 
 // lcdLog collects lcd's JSON log and picks the addresses out of its

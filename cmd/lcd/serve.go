@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locking-center/locking-center/httpapi"
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/metrics"
 	"github.com/locking-center/locking-center/mutex"
@@ -21,9 +22,10 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// serve runs the three listeners until ctx ends, then shuts down: mutex and
-// management ports first (waiting connections are cut), then the metrics
-// endpoint. When a scraper has been polling at a steady interval, the
+// serve runs the listeners until ctx ends, then shuts down: mutex and
+// management ports first (waiting connections are cut), the HTTP API
+// gracefully (waiting requests are answered 503, requests in flight
+// finish), then the metrics endpoint. When a scraper has been polling at a steady interval, the
 // endpoint keeps serving until its next scrape has completed, so it records
 // the final state; in-flight scrapes are drained. It waits at most
 // cfg.ShutdownTimeout in all, and not at all when nothing polls it.
@@ -56,24 +58,45 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	managerSrv := manager.NewServer(node, manager.Config{Timeout: cfg.HeaderTimeout, Logger: log})
 	scrapes := newScrapeWatch()
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", scrapes.wrap(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	promHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
-	})))
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", scrapes.wrap(promHandler))
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: metricsIdleTimeout}
 
-	lns, err := listenAll(
-		binding{cfg.BindAddress, oneshot.Listen},
-		binding{cfg.ManagerAddress, listenConfig.Listen},
-		binding{cfg.MetricsAddress, listenConfig.Listen})
+	bindings := []binding{
+		{cfg.BindAddress, oneshot.Listen},
+		{cfg.ManagerAddress, listenConfig.Listen},
+		{cfg.MetricsAddress, listenConfig.Listen},
+	}
+	var api *httpapi.Server
+	if cfg.HTTPAddress != "" {
+		if api, err = httpapi.New(node, httpapi.Config{
+			SessionTTL: cfg.HTTPSessionTTL, LockDelay: cfg.LockDelay, HeaderTimeout: cfg.HeaderTimeout,
+			Version: version, Registerer: reg, Metrics: promHandler, Logger: log,
+		}); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		defer api.Close()
+		// TCP keep-alive finds the peers of waiting requests and event
+		// streams that vanished without a word.
+		bindings = append(bindings, binding{cfg.HTTPAddress, (&net.ListenConfig{}).Listen})
+	}
+	lns, err := listenAll(bindings...)
 	if err != nil {
 		return &exitError{code: exitRuntime, err: err}
+	}
+	httpAddr := "off"
+	if api != nil {
+		httpAddr = lns[3].Addr().String()
 	}
 	log.Info("lcd started", slog.String("version", version),
 		slog.String("mutex", lns[0].Addr().String()),
 		slog.String("manager", lns[1].Addr().String()),
 		slog.String("metrics", lns[2].Addr().String()),
+		slog.String("http", httpAddr),
 		slog.String("data_path", cfg.DataPath),
 		slog.Int("restored_keys", restoredKeys(st.restored)))
 
@@ -88,15 +111,26 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		return nil
 	})
+	if api != nil {
+		g.Go(func() error {
+			if err := ignore(api.Serve(lns[3]), httpapi.ErrClosed); err != nil {
+				return fmt.Errorf("HTTP API: %w", err)
+			}
+			return nil
+		})
+	}
 	g.Go(func() error {
 		<-gctx.Done()
-		log.Info("shutting down: mutex and management ports closed, metrics draining",
+		log.Info("shutting down: mutex and management ports closed, HTTP API and metrics draining",
 			slog.Duration("timeout", cfg.ShutdownTimeout))
 		sessionSrv.Close()
 		mutexSrv.Close()
 		managerSrv.Close()
 		drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 		defer cancel()
+		if api != nil {
+			api.Shutdown(drain)
+		}
 		scrapes.awaitFinal(drain)
 		if err := httpSrv.Shutdown(drain); err != nil {
 			httpSrv.Close()
