@@ -109,7 +109,8 @@ func (c *client) openLocked(remote string) bool {
 	}
 	name, ttl := c.id, c.srv.cfg.SessionTTL
 	if c.anon {
-		name, ttl = anonymousName, anonymousTTL
+		// Shared by every request without a client_id: no one address.
+		name, ttl, remote = anonymousName, anonymousTTL, ""
 	}
 	live, res, _ := c.srv.node.OpenSession(name, ttl, secretHash(c.id, c.anon), remote, c)
 	if live == nil || res.Status != mutex.StatusOK {

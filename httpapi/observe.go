@@ -37,12 +37,15 @@ type holderJSON struct {
 	Owner           string     `json:"owner"`
 	ClientID        string     `json:"client_id,omitempty"`
 	Session         uint64     `json:"session,omitempty"`
+	Anonymous       bool       `json:"anonymous,omitempty"`
 	FrontEnd        string     `json:"front_end"`
 	FencingToken    uint64     `json:"fencing_token"`
 	Mode            string     `json:"mode"`
 	ReentrancyCount uint32     `json:"reentrancy_count"`
 	AcquiredAt      time.Time  `json:"acquired_at"`
+	HeldMS          int64      `json:"held_ms"`
 	ExpiresAt       *time.Time `json:"expires_at,omitempty"`
+	ExpiresInMS     *int64     `json:"expires_in_ms,omitempty"`
 	RemoteAddr      string     `json:"remote_addr,omitempty"`
 }
 
@@ -51,11 +54,13 @@ type waiterJSON struct {
 	Owner         string     `json:"owner"`
 	ClientID      string     `json:"client_id,omitempty"`
 	Session       uint64     `json:"session,omitempty"`
+	Anonymous     bool       `json:"anonymous,omitempty"`
 	FrontEnd      string     `json:"front_end"`
 	QueuePosition int        `json:"queue_position"`
 	Mode          string     `json:"mode"`
 	Priority      int32      `json:"priority"`
 	QueuedAt      time.Time  `json:"queued_at"`
+	WaitingMS     int64      `json:"waiting_ms"`
 	WaitUntil     *time.Time `json:"wait_until,omitempty"`
 }
 
@@ -141,8 +146,9 @@ func (s *Server) keyList(prefix string) []keyJSON {
 		case mutex.RecordHolder:
 			k := at(r.Key)
 			front, client, anon := who(r.Session)
-			h := holderJSON{Owner: owner, ClientID: client, Session: r.Session, FrontEnd: front, FencingToken: r.Token,
-				Mode: r.Mode.String(), ReentrancyCount: max(r.Count, 1), AcquiredAt: r.Acquired.UTC(), RemoteAddr: r.RemoteAddr}
+			h := holderJSON{Owner: owner, ClientID: client, Session: r.Session, Anonymous: anon, FrontEnd: front, FencingToken: r.Token,
+				Mode: r.Mode.String(), ReentrancyCount: max(r.Count, 1), AcquiredAt: r.Acquired.UTC(),
+				HeldMS: max(now.Sub(r.Acquired).Milliseconds(), 0), RemoteAddr: r.RemoteAddr}
 			var end time.Time
 			if r.LeaseFor > 0 {
 				end = r.LeaseAt
@@ -151,8 +157,9 @@ func (s *Server) keyList(prefix string) []keyJSON {
 				end = se
 			}
 			if !end.IsZero() {
+				in := max(end.Sub(now).Milliseconds(), 0)
 				end = end.UTC()
-				h.ExpiresAt = &end
+				h.ExpiresAt, h.ExpiresInMS = &end, &in
 			}
 			if len(k.Holders) == 0 {
 				k.Owner, k.ClientID, k.FencingToken, k.ExpiresAt, k.Mode = h.Owner, h.ClientID, h.FencingToken, h.ExpiresAt, h.Mode
@@ -160,9 +167,10 @@ func (s *Server) keyList(prefix string) []keyJSON {
 			k.Holders = append(k.Holders, h)
 		case mutex.RecordWaiter:
 			k := at(r.Key)
-			front, client, _ := who(r.Session)
-			wj := waiterJSON{Owner: owner, ClientID: client, Session: r.Session, FrontEnd: front,
-				QueuePosition: len(k.Queue) + 1, Mode: r.Mode.String(), Priority: r.Priority, QueuedAt: r.QueuedAt.UTC()}
+			front, client, anon := who(r.Session)
+			wj := waiterJSON{Owner: owner, ClientID: client, Session: r.Session, Anonymous: anon, FrontEnd: front,
+				QueuePosition: len(k.Queue) + 1, Mode: r.Mode.String(), Priority: r.Priority, QueuedAt: r.QueuedAt.UTC(),
+				WaitingMS: max(now.Sub(r.QueuedAt).Milliseconds(), 0)}
 			if !r.WaitAt.IsZero() {
 				wu := r.WaitAt.UTC()
 				wj.WaitUntil = &wu

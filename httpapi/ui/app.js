@@ -1,5 +1,6 @@
 // The status page: the table from the listings, kept fresh by the event
-// stream (every event refreshes it) and by a poll (?poll=ms, default 2000).
+// stream (every event refreshes it) and by a poll (?poll=ms, default 2000),
+// which also brings what makes no event (a request that starts to wait).
 "use strict";
 
 const api = "api/v1/locks/";
@@ -7,23 +8,29 @@ const params = new URLSearchParams(location.search);
 const pollMs = Number(params.get("poll")) || 2000;
 const maxEvents = 200;
 
+// parse reads JSON with fencing tokens as exact strings: they are 64-bit
+// and above 2^53, past what a JavaScript number holds.
+function parse(text) {
+  return JSON.parse(text, (k, v, ctx) =>
+    k === "fencing_token" && ctx && typeof ctx.source === "string" ? ctx.source : v);
+}
+
 function get(path) {
   return fetch(api + path, { cache: "no-store" }).then((r) => {
     if (!r.ok) throw new Error(path + ": HTTP " + r.status);
-    return r.json();
-  });
+    return r.text();
+  }).then(parse);
 }
 
-// span renders milliseconds as "1.2 s", "3 min" or "1.5 h"; ago is the
-// time since t, until the time left to t.
+// span renders milliseconds as "1.2 s", "3 min" or "1.5 h". Durations
+// come from the server, so the browser's clock does not matter.
 function span(ms) {
+  if (ms === undefined || ms === null) return "";
   if (ms < 0) ms = 0;
   if (ms < 60000) return (ms / 1000).toFixed(1) + " s";
   if (ms < 3600000) return Math.floor(ms / 60000) + " min";
   return (ms / 3600000).toFixed(1) + " h";
 }
-const ago = (t) => span(Date.now() - Date.parse(t));
-const until = (t) => (t ? span(Date.parse(t) - Date.now()) : "");
 
 function row(cells, cls) {
   const tr = document.createElement("tr");
@@ -44,21 +51,21 @@ function fill(id, rows) {
   document.getElementById(id).hidden = rows.length === 0;
 }
 
-const client = (x) => x.client_id || (x.session ? "session " + x.session : "");
+const client = (x) => x.client_id || (x.anonymous ? "(anonymous)" : x.session ? "session " + x.session : "");
 
 function renderKeys(keys) {
   const held = [], waiting = [];
   for (const k of keys) {
     for (const h of k.holders) {
       const tr = row([k.key, h.owner, client(h), h.front_end, h.fencing_token, h.mode,
-        h.reentrancy_count, ago(h.acquired_at), until(h.expires_at)], ["key"]);
+        h.reentrancy_count, span(h.held_ms), span(h.expires_in_ms)], ["key"]);
       tr.dataset.key = k.key;
       tr.dataset.token = String(h.fencing_token);
       held.push(tr);
     }
     for (const q of k.queue) {
       const tr = row([k.key, q.queue_position, q.owner, client(q), q.front_end, q.mode,
-        q.priority, ago(q.queued_at)], ["key"]);
+        q.priority, span(q.waiting_ms)], ["key"]);
       tr.dataset.key = k.key;
       waiting.push(tr);
     }
@@ -117,11 +124,13 @@ function addEvent(e) {
   while (list.children.length > maxEvents) list.lastChild.remove();
 }
 
-const stream = new EventSource(api + "subscribe");
+// The stream starts with what the server's ring holds (last_event_id=0);
+// on a reconnect the browser's Last-Event-ID takes over.
+const stream = new EventSource(api + "subscribe?last_event_id=0");
 stream.onopen = () => { setState("live", "live"); refresh(); };
 stream.onerror = () => setState("down", "reconnecting");
 stream.onmessage = (m) => {
-  try { addEvent(JSON.parse(m.data)); } catch (e) { /* not an event of ours */ }
+  try { addEvent(parse(m.data)); } catch (e) { /* not an event of ours */ }
   refresh();
 };
 refresh();
