@@ -448,7 +448,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	count := res.Count
 	msg := "Lock released successfully"
 	if count > 0 {
-		msg = fmt.Sprintf("Lock reentrancy count decremented; still held %d times", count)
+		msg = fmt.Sprintf("Lock reentrancy count decremented to %d; the lock is still held", count)
 	}
 	writeJSON(w, http.StatusOK, &done{Status: "success", Message: msg, Key: q.Key, FencingToken: h.Token, ReentrancyCount: &count})
 }
