@@ -20,9 +20,12 @@ const (
 	DefaultKeepAlive = 15 * time.Second
 	// DefaultRingSize is how many events the ring keeps for resumes.
 	DefaultRingSize = 4096
-	// DefaultSubscriberQueue is how many events a subscriber may fall
+	// DefaultSubscriberLag is how many events a subscriber may fall
 	// behind before it is dropped.
-	DefaultSubscriberQueue = 1024
+	DefaultSubscriberLag = 1024
+	// DefaultFlushInterval is how often at most an event stream is
+	// written.
+	DefaultFlushInterval = 10 * time.Millisecond
 	// DefaultWriteTimeout bounds one write to an event stream.
 	DefaultWriteTimeout = 10 * time.Second
 	// DefaultHeaderTimeout bounds the arrival of a request's headers.
@@ -60,10 +63,16 @@ type Config struct {
 	// RingSize is how many events the ring keeps for Last-Event-ID
 	// resumes. Default DefaultRingSize (4096).
 	RingSize int
-	// SubscriberQueue is how many events a stream may have waiting to be
-	// written before its subscriber is dropped. Default
-	// DefaultSubscriberQueue (1024).
-	SubscriberQueue int
+	// SubscriberLag is how many events of the table a stream may fall
+	// behind the newest (not yet written to its connection) before its
+	// subscriber is dropped; at most RingSize. Default
+	// DefaultSubscriberLag (1024).
+	SubscriberLag int
+	// FlushInterval is how often at most an event stream is written: the
+	// events of a busy stream wait up to this long to share one write,
+	// which is what lets one server feed a thousand streams. Default
+	// DefaultFlushInterval (10 ms); negative: every batch at once.
+	FlushInterval time.Duration
 	// WriteTimeout bounds each write to an event stream: a subscriber
 	// that takes no bytes for this long is cut. Default 10 s.
 	WriteTimeout time.Duration
@@ -103,8 +112,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("httpapi: lock-delay %v is outside 0 to %v", c.LockDelay, mutex.MaxLockDelay)
 	case c.KeepAlive < 0 || c.WriteTimeout < 0 || c.HeaderTimeout < 0 || c.IdleTimeout < 0:
 		return errors.New("httpapi: durations must not be negative")
-	case c.RingSize < 1 || c.SubscriberQueue < 1 || c.MaxBody < 1:
-		return errors.New("httpapi: ring size, subscriber queue and body limit must be above zero")
+	case c.RingSize < 1 || c.SubscriberLag < 1 || c.MaxBody < 1:
+		return errors.New("httpapi: ring size, subscriber lag and body limit must be above zero")
 	}
 	return nil
 }
@@ -119,11 +128,14 @@ func (c Config) withDefaults() Config {
 	if c.RingSize == 0 {
 		c.RingSize = DefaultRingSize
 	}
-	if c.SubscriberQueue == 0 {
-		c.SubscriberQueue = DefaultSubscriberQueue
+	if c.SubscriberLag == 0 {
+		c.SubscriberLag = DefaultSubscriberLag
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = DefaultFlushInterval
 	}
 	if c.HeaderTimeout == 0 {
 		c.HeaderTimeout = DefaultHeaderTimeout

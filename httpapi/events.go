@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/locking-center/locking-center/mutex"
@@ -43,17 +44,18 @@ type formatted struct {
 //
 // The node's observer (under the node's lock) only numbers an event and
 // copies it into the raw ring, then wakes the fan-out goroutine; it never
-// blocks. The fan-out goroutine formats new events once, keeps them in the
-// ring of formatted events (for resumes) and appends them to the queue of
-// every subscriber whose prefix they match. A subscriber whose queue is
-// over its limit is dropped. Should the fan-out goroutine fall a whole
-// ring behind the observer, the events it never saw are lost to every
-// subscriber, and every subscriber is dropped, so that none silently
-// misses an event.
+// blocks. The fan-out goroutine formats new events once into the ring of
+// formatted events and wakes the subscribers. Each subscriber's own
+// goroutine copies, from that ring, the events after its cursor that
+// match its prefix, and writes them; nothing is copied per subscriber
+// before it asks. A subscriber that falls more than maxLag events behind
+// is dropped. Should the fan-out goroutine fall a whole ring behind the
+// observer, the events it never saw are lost to every subscriber, and
+// every subscriber is dropped, so that none silently misses an event.
 type hub struct {
-	n        int // ring size
-	queueCap int
-	dropped  func() // counts a dropped subscriber
+	n       int    // ring size
+	maxLag  uint64 // events a subscriber may be behind; at most n
+	dropped func() // counts a dropped subscriber
 
 	mu    sync.Mutex // the raw side; taken under the node's lock
 	raw   []rawEvent
@@ -61,10 +63,10 @@ type hub struct {
 	taken uint64 // id of the newest event the fan-out goroutine took
 	wake  chan struct{}
 
-	smu    sync.Mutex // the stream side
+	smu    sync.RWMutex // the stream side
 	out    []formatted
 	first  uint64 // id of this run's first event
-	sent   uint64 // id of the newest event handed to subscribers
+	sent   uint64 // id of the newest event in out
 	subs   map[*subscriber]struct{}
 	closed bool
 
@@ -74,9 +76,9 @@ type hub struct {
 // newHub returns a hub whose first event id follows base: the node's
 // clock in Unix microseconds at start, so that ids increase across
 // restarts as long as the clock does.
-func newHub(n, queueCap int, base uint64, dropped func()) *hub {
+func newHub(n, maxLag int, base uint64, dropped func()) *hub {
 	return &hub{
-		n: n, queueCap: queueCap, dropped: dropped,
+		n: n, maxLag: uint64(min(maxLag, n)), dropped: dropped,
 		raw: make([]rawEvent, n), last: base, taken: base, wake: make(chan struct{}, 1),
 		out: make([]formatted, n), first: base + 1, sent: base, subs: make(map[*subscriber]struct{}),
 		stop: make(chan struct{}),
@@ -96,6 +98,10 @@ func (h *hub) observe(ev mutex.Event, client string) {
 	}
 }
 
+// maxTake bounds the events the fan-out goroutine takes from the raw ring
+// at once.
+const maxTake = 256
+
 // run is the fan-out goroutine; it returns when close is called.
 func (h *hub) run() {
 	var batch []rawEvent
@@ -106,18 +112,28 @@ func (h *hub) run() {
 		case <-h.stop:
 			return
 		}
+		// Take at most maxTake events at a time: the observer waits for
+		// mu under the node's lock.
 		h.mu.Lock()
-		from, to := h.taken+1, h.last
-		lost := to-h.taken > uint64(h.n)
+		from := h.taken + 1
+		lost := h.last-h.taken > uint64(h.n)
 		if lost {
-			from = to - uint64(h.n) + 1
+			from = h.last - uint64(h.n) + 1
 		}
+		to := min(h.last, from+maxTake-1)
 		batch = batch[:0]
 		for id := from; id <= to; id++ {
 			batch = append(batch, h.raw[id%uint64(h.n)])
 		}
 		h.taken = to
+		more := to < h.last
 		h.mu.Unlock()
+		if more {
+			select {
+			case h.wake <- struct{}{}:
+			default:
+			}
+		}
 
 		fs = fs[:0]
 		for i := range batch {
@@ -126,17 +142,33 @@ func (h *hub) run() {
 		}
 
 		h.smu.Lock()
+		before := h.sent
 		for _, f := range fs {
 			h.out[f.id%uint64(h.n)] = f
 		}
 		h.sent = to
 		for sub := range h.subs {
-			if lost || !sub.push(fs, h.queueCap) {
+			switch {
+			case lost || to-sub.cursor.Load() > h.maxLag:
 				h.dropLocked(sub)
+			case !matches(fs, sub.prefix) && sub.cursor.CompareAndSwap(before, to):
+				// Caught up, and nothing for it: no need to wake it.
+			default:
+				sub.notify()
 			}
 		}
 		h.smu.Unlock()
 	}
+}
+
+// matches reports whether an event of fs has a key with prefix.
+func matches(fs []formatted, prefix string) bool {
+	for i := range fs {
+		if strings.HasPrefix(fs[i].key, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // format renders one event as its SSE lines.
@@ -210,8 +242,33 @@ func (h *hub) join(prefix string, after uint64, resume bool) (sub *subscriber, b
 		}
 	}
 	sub = &subscriber{prefix: prefix, signal: make(chan struct{}, 1)}
+	sub.cursor.Store(h.sent)
 	h.subs[sub] = struct{}{}
 	return sub, backlog, missed
+}
+
+// collect appends to b the events after sub's cursor that match its
+// prefix, and moves the cursor to the newest event. It reports false when
+// sub was dropped, or fell so far behind that the ring no longer holds
+// what it is owed.
+func (h *hub) collect(sub *subscriber, b []byte) ([]byte, bool) {
+	h.smu.RLock()
+	defer h.smu.RUnlock()
+	if sub.dropped.Load() {
+		return b, false
+	}
+	to := h.sent
+	for id := sub.cursor.Load() + 1; id <= to; id++ {
+		f := &h.out[id%uint64(h.n)]
+		if f.id != id {
+			return b, false
+		}
+		if strings.HasPrefix(f.key, sub.prefix) {
+			b = append(b, f.b...)
+		}
+	}
+	sub.cursor.Store(to)
+	return b, true
 }
 
 // leave removes sub.
@@ -232,16 +289,9 @@ func (h *hub) dropLocked(sub *subscriber) {
 
 // subscribers returns the number of subscribers now.
 func (h *hub) subscribers() int {
-	h.smu.Lock()
-	defer h.smu.Unlock()
+	h.smu.RLock()
+	defer h.smu.RUnlock()
 	return len(h.subs)
-}
-
-// newest returns the id of the newest event handed to subscribers.
-func (h *hub) newest() uint64 {
-	h.smu.Lock()
-	defer h.smu.Unlock()
-	return h.sent
 }
 
 // close stops the fan-out goroutine and refuses new subscribers. It is
@@ -255,39 +305,13 @@ func (h *hub) close() {
 	}
 }
 
-// subscriber is one event stream: the events owed to it, written by its
-// HTTP request's goroutine.
+// subscriber is one event stream, written by its HTTP request's
+// goroutine.
 type subscriber struct {
-	prefix string
-
-	mu      sync.Mutex
-	buf     []byte
-	queued  int // events in buf
-	dropped bool
+	prefix  string
+	cursor  atomic.Uint64 // id of the newest event written or passed over
+	dropped atomic.Bool
 	signal  chan struct{} // has something to write, or was dropped
-}
-
-// push appends the events of fs that match the prefix. It reports false
-// when that puts more than limit events in the queue.
-func (s *subscriber) push(fs []formatted, limit int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	added := 0
-	for i := range fs {
-		if strings.HasPrefix(fs[i].key, s.prefix) {
-			s.buf = append(s.buf, fs[i].b...)
-			added++
-		}
-	}
-	if added == 0 {
-		return true
-	}
-	s.queued += added
-	if s.queued > limit {
-		return false
-	}
-	s.notify()
-	return true
 }
 
 func (s *subscriber) notify() {
@@ -299,19 +323,6 @@ func (s *subscriber) notify() {
 
 // drop marks the subscriber dropped and lets its writer know.
 func (s *subscriber) drop() {
-	s.mu.Lock()
-	s.dropped = true
-	s.buf, s.queued = nil, 0
-	s.mu.Unlock()
+	s.dropped.Store(true)
 	s.notify()
-}
-
-// take returns what is owed, swapping spare in as the new queue, and
-// whether the subscriber was dropped.
-func (s *subscriber) take(spare []byte) ([]byte, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := s.buf
-	s.buf, s.queued = spare[:0], 0
-	return b, s.dropped
 }

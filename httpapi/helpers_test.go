@@ -48,7 +48,7 @@ func (c *clock) add(d time.Duration) {
 
 // env is a node with the HTTP front end served on 127.0.0.1.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	node  *mutex.Node
 	srv   *httpapi.Server
 	url   string // http://127.0.0.1:port
@@ -60,9 +60,10 @@ type options struct {
 	cfg   httpapi.Config
 	clock *clock
 	node  *mutex.Node // given: served as it is, and not closed by the env
+	quiet bool        // no logs (benchmarks)
 }
 
-func start(t *testing.T, o options) *env {
+func start(t testing.TB, o options) *env {
 	t.Helper()
 	node := o.node
 	if node == nil {
@@ -75,7 +76,9 @@ func start(t *testing.T, o options) *env {
 	}
 	e := &env{t: t, node: node, reg: prometheus.NewRegistry(), clock: o.clock}
 	o.cfg.Registerer = e.reg
-	o.cfg.Logger = testLogger(t)
+	if !o.quiet {
+		o.cfg.Logger = testLogger(t)
+	}
 	srv, err := httpapi.New(node, o.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -97,11 +100,11 @@ func start(t *testing.T, o options) *env {
 	return e
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
@@ -176,7 +179,7 @@ func (e *env) post(path, body string) answer {
 }
 
 // expect checks an answer's status code (and, for failures, its code).
-func expect(t *testing.T, a answer, code int, errCode string) {
+func expect(t testing.TB, a answer, code int, errCode string) {
 	t.Helper()
 	if a.code != code || errCode != "" && a.str("code") != errCode {
 		t.Fatalf("answer %d %s, want %d %s", a.code, a.body, code, errCode)
@@ -244,7 +247,7 @@ func (e *env) metric(name string) float64 {
 }
 
 // eventually polls cond until it holds, failing after 30 s.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
@@ -257,7 +260,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 // sse is a subscriber of the event stream.
 type sse struct {
-	t      *testing.T
+	t      testing.TB
 	resp   *http.Response
 	r      *bufio.Reader
 	cancel context.CancelFunc

@@ -93,7 +93,7 @@ func New(n *mutex.Node, cfg Config) (*Server, error) {
 			}
 		}
 	}
-	s.hub = newHub(cfg.RingSize, cfg.SubscriberQueue, uint64(max(n.Now().UnixMicro(), 0)), dropped.Inc)
+	s.hub = newHub(cfg.RingSize, cfg.SubscriberLag, uint64(max(n.Now().UnixMicro(), 0)), dropped.Inc)
 	for _, si := range n.Snapshot().Sessions {
 		if !s.adopt(si.ID, si.Name, false) && si.Name == anonymousName {
 			s.adopt(si.ID, si.Name, true)

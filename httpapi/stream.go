@@ -70,19 +70,33 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	}
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
-	var spare []byte
+	var buf []byte
+	var wrote time.Time
+	pause := time.NewTimer(0)
+	defer pause.Stop()
 	for {
 		select {
 		case <-sub.signal:
-			b, dropped := sub.take(spare)
-			if dropped {
+			// Let the events of a busy stream gather for one write.
+			if wait := s.cfg.FlushInterval - time.Since(wrote); wait > 0 {
+				pause.Reset(wait)
+				select {
+				case <-pause.C:
+				case <-r.Context().Done():
+					return
+				case <-s.stopping:
+					return
+				}
+			}
+			wrote = time.Now()
+			var ok bool
+			if buf, ok = s.hub.collect(sub, buf[:0]); !ok {
 				write([]byte(commentDropped))
 				return
 			}
-			if len(b) > 0 && !write(b) {
+			if len(buf) > 0 && !write(buf) {
 				return
 			}
-			spare = b
 		case <-keepAlive.C:
 			if !write([]byte(commentKeepAlive)) {
 				return

@@ -134,7 +134,7 @@ func TestResume(t *testing.T) {
 // A subscriber that stops reading is dropped with a count, while locks
 // go on and a subscriber that reads gets every event.
 func TestSlowSubscriberDropped(t *testing.T) {
-	e := start(t, options{cfg: httpapi.Config{SubscriberQueue: 16, WriteTimeout: time.Minute}})
+	e := start(t, options{cfg: httpapi.Config{SubscriberLag: 16, WriteTimeout: time.Minute}})
 	// A client that sends its request and never reads.
 	stuck, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
 	if err != nil {
