@@ -289,21 +289,18 @@ func (s *Server) answerGrant(w http.ResponseWriter, c *client, cmd *mutex.Comman
 	writeJSON(w, http.StatusOK, &acquired{Status: "success", Lock: l})
 }
 
-// expiry returns when a lock of c ends unless it is renewed or its
-// session kept alive: at the end of its lease (left after at), or of its
-// session's TTL when that is sooner; nil for a lock of the anonymous
-// session without a lease.
+// expiry returns when a lock of c ends unless it is renewed: at the end
+// of its lease (left after at); without a lease, a client's lock ends
+// with its session, at its TTL after at unless the client is heard from;
+// nil for a lock of the anonymous session without a lease.
 func (s *Server) expiry(c *client, at time.Time, left time.Duration) *time.Time {
 	var end time.Time
-	if left > 0 {
+	switch {
+	case left > 0:
 		end = at.Add(left)
-	}
-	if !c.anon {
-		if se := at.Add(s.cfg.SessionTTL); end.IsZero() || se.Before(end) {
-			end = se
-		}
-	}
-	if end.IsZero() {
+	case !c.anon:
+		end = at.Add(s.cfg.SessionTTL)
+	default:
 		return nil
 	}
 	end = end.UTC()

@@ -59,9 +59,14 @@ func TestAcquireAnswer(t *testing.T) {
 	if len(h) != 1 || h[0].Token != a.token() || h[0].Source != "worker-1" || u64(l["session"]) != h[0].Session {
 		t.Fatalf("holders %+v for %s", h, a.body)
 	}
-	// The session's TTL (5 s) ends before the lease (30 s).
-	if l["acquired_at"] != clk.Now().Format(time.RFC3339Nano) || l["expires_at"] != clk.Now().Add(5*time.Second).Format(time.RFC3339Nano) {
+	// expires_at is the lease's end.
+	if l["acquired_at"] != clk.Now().Format(time.RFC3339Nano) || l["expires_at"] != clk.Now().Add(30*time.Second).Format(time.RFC3339Nano) {
 		t.Fatalf("times %v %v at %v", l["acquired_at"], l["expires_at"], clk.Now())
+	}
+	// Without a lease, a client's lock ends with its session (TTL 5 s).
+	a = e.acquire(`{"key":"d","owner":"w","client_id":"instance-abc"}`)
+	if a.lock()["expires_at"] != clk.Now().Add(5*time.Second).Format(time.RFC3339Nano) {
+		t.Fatalf("a client's lock without a lease: %s", a.body)
 	}
 	// Without a client_id, the lease alone ends the lock.
 	a = e.acquire(`{"key":"b","owner":"w","duration_ms":30000}`)
@@ -427,7 +432,7 @@ func TestObservability(t *testing.T) {
 	k := ks[1]
 	if k["owner"] != "worker-1" || u64(k["fencing_token"]) != a.token() || k["client_id"] != "c1" ||
 		strings.Join(strs(k["waiters"]), ",") != "worker-2,worker-3" || k["mode"] != "exclusive" ||
-		k["expires_at"] != clk.Now().Add(5*time.Second).Format(time.RFC3339Nano) {
+		k["expires_at"] != clk.Now().Add(30*time.Second).Format(time.RFC3339Nano) {
 		t.Fatalf("key %v", k)
 	}
 	q := k["queue"].([]any)

@@ -149,11 +149,10 @@ func (s *Server) keyList(prefix string) []keyJSON {
 			h := holderJSON{Owner: owner, ClientID: client, Session: r.Session, Anonymous: anon, FrontEnd: front, FencingToken: r.Token,
 				Mode: r.Mode.String(), ReentrancyCount: max(r.Count, 1), AcquiredAt: r.Acquired.UTC(),
 				HeldMS: max(now.Sub(r.Acquired).Milliseconds(), 0), RemoteAddr: r.RemoteAddr}
-			var end time.Time
+			var end time.Time // the lease's end; without one, a client's session's
 			if r.LeaseFor > 0 {
 				end = r.LeaseAt
-			}
-			if se, ok := sessionEnd[r.Session]; ok && front == frontHTTP && !anon && (end.IsZero() || se.Before(end)) {
+			} else if se, ok := sessionEnd[r.Session]; ok && front == frontHTTP && !anon {
 				end = se
 			}
 			if !end.IsZero() {
