@@ -164,10 +164,11 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		shuttingDown(w)
 		return
 	}
-	ch := make(chan mutex.Output, 2)
+	var ch chan mutex.Output
 	var c *client
 	var a applied
 	for try := 0; ; try++ {
+		ch = make(chan mutex.Output, 2) // a try's own: nothing of another reaches it
 		c = s.clientFor(q.ClientID)
 		if a, ok = c.apply(cmd, ch, q.ClientID != ""); ok {
 			break

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -43,5 +44,37 @@ func TestWithdrawReleasesARacedGrant(t *testing.T) {
 	s.withdraw(c, "k", waiting.request, ch)
 	if h := node.Describe("k").Holders; len(h) != 0 {
 		t.Fatalf("the raced grant is still held: %+v", h)
+	}
+}
+
+// A request that holds a client whose session expires under it is told
+// so, and the client's next lookup opens a new session.
+func TestEndedSessionAsksAgain(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	node := mutex.NewNode(mutex.NodeConfig{Clock: clock})
+	defer node.Close()
+	s, err := New(node, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	old := s.clientFor("c")
+	if !old.ensure("") {
+		t.Fatal("not opened")
+	}
+	mu.Lock()
+	now = now.Add(DefaultSessionTTL)
+	mu.Unlock()
+	node.Advance()
+	cmd := mutex.Command{Op: mutex.OpAcquire, Key: "k", Source: "w", Owner: "w", Try: true}
+	if _, ok := old.apply(cmd, make(chan mutex.Output, 2), true); ok {
+		t.Fatal("applied in an expired session")
+	}
+	fresh := s.clientFor("c")
+	a, ok := fresh.apply(cmd, nil, true)
+	if fresh == old || !ok || a.res.Status != mutex.StatusGranted || fresh.sid == old.sid {
+		t.Fatalf("fresh client %p (old %p), %v %v, sessions %d and %d", fresh, old, ok, a.res.Status, fresh.sid, old.sid)
 	}
 }
