@@ -6,7 +6,7 @@
 # The build stage runs on the builder's own platform and cross-compiles for
 # the target, so a multi-platform build needs no emulation.
 
-ARG GO_VERSION=1.25
+ARG GO_VERSION=1.26
 
 FROM --platform=$BUILDPLATFORM golang:${GO_VERSION}-alpine AS build
 ARG TARGETOS

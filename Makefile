@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test test-go test-clients test-deploy bench soak fuzz clean
+.PHONY: all build run test test-go test-clients test-deploy bench soak soak-cluster fuzz clean
 
 all: build
 
@@ -40,6 +40,11 @@ bench:
 # A long crash-and-restart soak of the write-ahead log.
 soak:
 	LC_SOAK_ROUNDS=$${LC_SOAK_ROUNDS:-200} $(GO) test -race -count=1 -timeout 2h -run TestCrashRecovery -v ./cmd/lcd
+
+# A long soak of a three-node cluster: leader kills and partitions under
+# load, each round checked for lost grants, overlaps and linearizability.
+soak-cluster:
+	LC_CLUSTER_ROUNDS=$${LC_CLUSTER_ROUNDS:-30} $(GO) test -race -count=1 -timeout 2h -run 'TestCluster(LeaderKilled|Partition)' -v ./cmd/lcd
 
 # A short run of every fuzz target; new inputs land in the Go cache.
 fuzz:

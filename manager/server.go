@@ -73,8 +73,18 @@ func (s *Server) handle(c net.Conn) {
 	c.Write(s.respond(req))
 }
 
-// respond carries out req and returns the whole response.
+// respond carries out req and returns the whole response. A node of a
+// cluster answers a listing only once it has confirmed that it leads and
+// applied everything committed before (mutex.Node.Linearize), and a reset
+// only as the leader; otherwise it answers '-'.
 func (s *Server) respond(req Request) []byte {
+	switch req.Cmd {
+	case CmdListKeys, CmdListHolders, CmdListHoldersTokens, CmdListSessions:
+		if err := s.table.Linearize(); err != nil {
+			s.log.Info("listing refused: this node does not lead its cluster", slog.String("leader", s.table.Leader()))
+			return []byte{statusFailed}
+		}
+	}
 	switch req.Cmd {
 	case CmdListKeys:
 		snap := s.table.Snapshot()
@@ -100,12 +110,20 @@ func (s *Server) respond(req Request) []byte {
 				Held: x.Held, Parked: x.Parked}
 		}
 		return appendSessions(nil, ss)
-	case CmdResetKey:
-		s.wait(s.table.ResetKey(req.Arg))
-		s.log.Info("reset key", slog.String("key", req.Arg))
-	case CmdResetSource:
-		s.wait(s.table.ResetSource(req.Arg))
-		s.log.Info("reset source", slog.String("source", req.Arg))
+	case CmdResetKey, CmdResetSource:
+		c := mutex.Command{Op: mutex.OpResetKey, Key: req.Arg}
+		what := slog.String("key", req.Arg)
+		if req.Cmd == CmdResetSource {
+			c = mutex.Command{Op: mutex.OpResetSource, Source: req.Arg}
+			what = slog.String("source", req.Arg)
+		}
+		res, p := s.table.Apply(c)
+		if res.Status == mutex.StatusUnavailable {
+			s.log.Info("reset refused: this node does not lead its cluster", what, slog.String("leader", s.table.Leader()))
+			return []byte{statusFailed}
+		}
+		s.wait(p)
+		s.log.Info("reset "+what.Key, what)
 	}
 	return []byte{statusOK}
 }

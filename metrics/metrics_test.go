@@ -276,3 +276,82 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("%s not gathered", name)
 	return 0
 }
+
+// locking_center_lock_holders counts a key's holders with its mode and
+// limit.
+func TestHoldersSeries(t *testing.T) {
+	tb := mutex.NewNode(mutex.NodeConfig{})
+	t.Cleanup(tb.Close)
+	reg := newRegistry(t, tb)
+	s, _, _ := tb.OpenSession("s", time.Minute, [mutex.SecretHashLen]byte{}, "", nopRoute{})
+	for i, c := range []mutex.Command{
+		{Key: "r", Mode: mutex.Shared, Owner: "a"}, {Key: "r", Mode: mutex.Shared, Owner: "b"},
+		{Key: "sem", Limit: 4, Owner: "a"},
+	} {
+		c.Op, c.Session, c.Request = mutex.OpAcquire, s.ID(), uint64(i+1)
+		tb.ApplySession(c)
+	}
+	tb.TryLock(mutex.Claim{Key: "v1", Source: "x"})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "locking_center_lock_holders" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			got[l["key"]+"/"+l["mode"]+"/"+l["limit"]] = m.GetGauge().GetValue()
+		}
+	}
+	want := map[string]float64{"r/shared/1": 2, "sem/exclusive/4": 1, "v1/exclusive/1": 1}
+	if len(got) != len(want) {
+		t.Fatalf("series %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("series %v, want %v", got, want)
+		}
+	}
+}
+
+// locking_center_refusals_total has one series per reason, the front ends'
+// counts and the table's caps together.
+func TestRefusalsSeries(t *testing.T) {
+	tb := mutex.NewNode(mutex.NodeConfig{Limits: mutex.Limits{MaxHeld: 1}})
+	t.Cleanup(tb.Close)
+	reg := newRegistry(t, tb)
+	for _, k := range []string{"a", "b"} {
+		tb.Apply(mutex.Command{Op: mutex.OpAcquire, Key: k, Account: "10.0.0.1", Try: true, ConnBound: true})
+	}
+	tb.Refused(mutex.RefusedUnauthenticated)
+	tb.Refused(mutex.RefusedUnauthenticated)
+	tb.Refused(mutex.RefusedConnections)
+	want := map[string]float64{"unauthenticated": 2, "forbidden": 0, "v1": 0, "connections": 1, "rate": 0,
+		"held": 1, "parked": 0}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == Namespace+"_refusals_total" {
+			for _, m := range mf.Metric {
+				got[labelOf(m, LabelReason)] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("refusal series %v, want %v", got, want)
+	}
+	for r, v := range want {
+		if got[r] != v {
+			t.Errorf("refusals{reason=%q} = %v, want %v", r, got[r], v)
+		}
+	}
+}

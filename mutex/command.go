@@ -46,9 +46,10 @@ const (
 	// lock-delays that ended, waits that timed out.
 	OpTick
 	// OpRestart starts a new run of the server on a table read back from
-	// a journal: parked requests bound to a connection (ConnBound) are
-	// withdrawn, leases and lock-delays start again from At, and the
-	// fencing token counter is raised to at least At in Unix nanoseconds.
+	// a journal (or a new leader's term): parked requests bound to a
+	// connection (ConnBound) are withdrawn, and leases and lock-delays start
+	// again from At. The node passes the floor of its fencing tokens in
+	// Floor.
 	OpRestart
 )
 
@@ -120,12 +121,21 @@ type Command struct {
 	Key        string // 1..MaxKeyLen bytes
 	Source     string // acquire by v1: owner name; reset by source; session name
 	RemoteAddr string // acquire: peer ip:port
+	// Account is who is charged for the locks and parked requests of a v1
+	// acquire or of a session being opened, for MaxHeld and MaxParked: the
+	// authenticated principal, or the client's IP address. Empty: nobody.
+	Account string
 
 	Session uint64 // the session of the command; 0 for v1
 	Request uint64 // the client's request id within Session (increasing)
 	Target  uint64 // cancel: the request id of the acquire to withdraw
 	Ticket  uint64 // cancel: the table's id of a parked request
 	Token   uint64 // release, renew, revoke: the lock's fencing token
+	// Floor, when above the table's last fencing token, raises it before
+	// the command applies: the next grant's token is above Floor. A node
+	// without a journal passes its clock in Unix nanoseconds at a restart;
+	// a replicated log can pass its entry's position.
+	Floor uint64
 
 	Try   bool          // acquire: never park; busy if the key cannot be had now
 	Wait  time.Duration // acquire: the longest it may stay parked; 0 for ever
@@ -139,11 +149,24 @@ type Command struct {
 	Reentrant bool   // acquire: a holder of Key in the same session (and Owner) counts up
 	Owner     string // acquire: the owner within the session, for reentrancy
 
+	// MaxHeld and MaxParked cap what the acquire's account may have: an
+	// acquire is refused with StatusOverLimit when the account's locks and
+	// parked requests (each may become a lock) are already MaxHeld, or
+	// when it would park and the account already has MaxParked requests
+	// parked. A reentrant acquire that counts up takes no new lock and is
+	// not capped. 0: no cap.
+	MaxHeld, MaxParked uint32
+
 	// ConnBound marks an acquire whose waiting is tied to one connection
 	// (v1, HTTP): a restart withdraws it.
 	ConnBound bool
 
 	SecretHash [SecretHashLen]byte // open session: SHA-256 of the resume secret
+
+	// Proposer and Proposal name a command that a node proposed to a
+	// replicated log, so that the node knows its own when it applies. The
+	// table ignores them.
+	Proposer, Proposal uint64
 }
 
 // unixNano returns c.At in Unix nanoseconds.
@@ -181,6 +204,12 @@ const (
 	StatusUpgrade
 	// StatusInvalid: a field of the command is out of range.
 	StatusInvalid
+	// StatusUnavailable: a replicated node did not commit the command: it
+	// is not the leader, or the cluster has no quorum. Nothing changed.
+	StatusUnavailable
+	// StatusOverLimit: the acquire's account has as many locks or parked
+	// requests as Command.MaxHeld or MaxParked allow. Nothing changed.
+	StatusOverLimit
 )
 
 var statusNames = [...]string{
@@ -197,6 +226,8 @@ var statusNames = [...]string{
 	StatusLimitMismatch: "limit mismatch",
 	StatusUpgrade:       "upgrade refused",
 	StatusInvalid:       "invalid",
+	StatusUnavailable:   "unavailable",
+	StatusOverLimit:     "over limit",
 }
 
 // String names the status.

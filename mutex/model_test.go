@@ -51,7 +51,51 @@ func (r *run) apply(c Command) Result {
 		touched[ev.Key] = true
 	}
 	r.checkState(touched)
+	r.checkAccounts(c, res)
 	return res
+}
+
+// checkAccounts: each account's usage is what its locks and parked
+// requests add up to, and an acquire that took a lock or a place in a
+// queue left its account within the caps it carried.
+func (r *run) checkAccounts(c Command, res Result) {
+	want := map[string]AccountUsage{}
+	add := func(a string, held, parked int) {
+		if a == "" {
+			return
+		}
+		u := want[a]
+		u.Account, u.Held, u.Parked = a, u.Held+held, u.Parked+parked
+		want[a] = u
+	}
+	for _, e := range r.tab.keys {
+		e.eachHolder(func(h *holder) { add(h.account.Value(), 1, 0) })
+	}
+	for _, q := range r.tab.tickets {
+		add(q.account.Value(), 0, 1)
+	}
+	if len(want) != len(r.tab.accounts) {
+		r.t.Fatalf("%d accounts charged, %d have locks or requests", len(r.tab.accounts), len(want))
+	}
+	for a, u := range want {
+		if got := r.tab.Usage(a); got != u {
+			r.t.Fatalf("account %q: usage %+v, locks and requests add up to %+v", a, got, u)
+		}
+	}
+	if c.Op != OpAcquire || res.Status != StatusGranted && res.Status != StatusParked || res.Count > 1 {
+		return
+	}
+	a := c.Account
+	if c.Session != 0 {
+		a = r.tab.sessions[c.Session].account.Value()
+	}
+	u := r.tab.Usage(a)
+	if c.MaxHeld > 0 && u.Held+u.Parked > int(c.MaxHeld) {
+		r.t.Fatalf("account %q: %d held and %d parked after an acquire capped at %d", a, u.Held, u.Parked, c.MaxHeld)
+	}
+	if res.Status == StatusParked && c.MaxParked > 0 && u.Parked > int(c.MaxParked) {
+		r.t.Fatalf("account %q: %d parked after an acquire capped at %d", a, u.Parked, c.MaxParked)
+	}
 }
 
 // checkTokens: every new grant's token is above every token before it,
@@ -204,7 +248,8 @@ func (r *run) step(t *rapid.T) {
 	switch rapid.IntRange(0, 9).Draw(t, "op") {
 	case 0:
 		if len(r.sessions) < 6 {
-			res := r.apply(Command{Op: OpOpenSession, Source: fmt.Sprint("s", len(r.sessions)), TTL: time.Minute})
+			res := r.apply(Command{Op: OpOpenSession, Source: fmt.Sprint("s", len(r.sessions)), TTL: time.Minute,
+				Account: rapid.SampledFrom([]string{"", "acct0", "acct1"}).Draw(t, "session account")})
 			r.sessions = append(r.sessions, res.Session)
 		}
 	case 1, 2, 3:
@@ -212,6 +257,13 @@ func (r *run) step(t *rapid.T) {
 		s := pickSession()
 		c := Command{Op: OpAcquire, Key: k.name, Session: s, Source: fmt.Sprint("src", s), ConnBound: s == 0}
 		c.Limit = k.limit
+		if s == 0 {
+			c.Account = rapid.SampledFrom([]string{"", "acct0", "acct1"}).Draw(t, "account")
+		}
+		if rapid.IntRange(0, 3).Draw(t, "capped") == 0 {
+			c.MaxHeld = uint32(rapid.IntRange(1, 4).Draw(t, "max held"))
+			c.MaxParked = uint32(rapid.IntRange(0, 2).Draw(t, "max parked"))
+		}
 		if rapid.IntRange(0, 9).Draw(t, "wrong limit") == 0 {
 			c.Limit = 2
 		}

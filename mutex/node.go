@@ -30,6 +30,13 @@ type NodeConfig struct {
 	// Clock returns the time stamped on each command; nil means NewClock().
 	// Tests inject their own.
 	Clock func() time.Time
+	// Replicator, when set, commits every command through a replicated
+	// log before any node applies it (see Replicator); Journal is then
+	// unused. The node changes the table only while SetLeader(true).
+	Replicator Replicator
+	// Limits caps what one account may hold and have parked; the node
+	// stamps them on every acquire it is handed. Zero: no caps.
+	Limits Limits
 }
 
 // Waker hears how a parked request ends: EventGranted or EventWithdrawn,
@@ -104,10 +111,20 @@ type Node struct {
 	armed  int64 // when the timer fires, 0: not armed
 	closed bool
 
-	resumes uint64
+	resumes  uint64
+	refusals [numRefusals]atomic.Uint64
+	limits   Limits
 
 	observers []observer
 	nextObs   uint64
+
+	// A replicated node's.
+	rep          Replicator
+	pmu          sync.Mutex // orders proposals, expiries first
+	instance     uint64     // tells this node's proposals apart
+	proposals    map[uint64]*proposal
+	nextProposal uint64
+	leader       bool
 }
 
 // observer is one function that Observe registered.
@@ -145,6 +162,8 @@ func NewNode(cfg NodeConfig) *Node {
 		now:     cfg.Clock,
 		wakers:  make(map[uint64]Waker),
 		lives:   make(map[uint64]*Live),
+		rep:     cfg.Replicator,
+		limits:  cfg.Limits,
 	}
 	if n.t == nil {
 		n.t = NewTable()
@@ -153,10 +172,18 @@ func NewNode(cfg NodeConfig) *Node {
 		n.now = NewClock()
 	}
 	n.t.ResetCounters()
+	if n.rep != nil {
+		n.journal = nil
+		n.instance = instanceID()
+		n.proposals = make(map[uint64]*proposal)
+		return n // the leader restarts the table when it is elected
+	}
 	var d deliveries
 	n.mu.Lock()
 	now := n.now()
-	n.applyLocked(&Command{Op: OpRestart, At: now}, &d)
+	// Tokens go on above the journal's and above the clock, which is all a
+	// node without a journal has to go on from (see Command.Floor).
+	n.applyLocked(&Command{Op: OpRestart, At: now, Floor: uint64(max(now.UnixNano(), 0))}, &d)
 	for _, id := range n.t.sessionIDs() {
 		n.addLive(id, time.Duration(n.t.sessions[id].ttl), now.UnixNano())
 	}
@@ -223,11 +250,15 @@ func (n *Node) Apply(c Command) (Result, Pending) { return n.ApplyWake(c, nil) }
 // ApplyWake is Apply with w to call when c, an acquire, parks and later
 // ends its wait.
 func (n *Node) ApplyWake(c Command, w Waker) (Result, Pending) {
+	if n.rep != nil {
+		return n.propose(c, &proposal{waker: w}), nil
+	}
 	var d deliveries
 	d.wakes = d.buf[:0]
 	n.mu.Lock()
 	now := n.now()
 	c.At = now
+	n.stamp(&c)
 	ns := now.UnixNano()
 	n.expireDue(ns, &d)
 	res, p := n.applyLocked(&c, &d)
@@ -245,10 +276,15 @@ func (n *Node) ApplyWake(c Command, w Waker) (Result, Pending) {
 // It also returns the result; delivered is false when the session has no
 // Live (it ended), and then nothing was delivered.
 func (n *Node) ApplySession(c Command) (res Result, p Pending, delivered bool) {
+	if n.rep != nil {
+		res = n.propose(c, &proposal{session: true})
+		return res, nil, res.Status != StatusNoSession && res.Status != StatusUnavailable
+	}
 	var d deliveries
 	n.mu.Lock()
 	now := n.now()
 	c.At = now
+	n.stamp(&c)
 	ns := now.UnixNano()
 	n.expireDue(ns, &d)
 	// The session's Live is taken before: a close ends it.
@@ -340,6 +376,14 @@ func (n *Node) addLive(id uint64, ttl time.Duration, now int64) *Live {
 
 func (n *Node) removeLive(l *Live) {
 	delete(n.lives, l.id)
+	n.dropExpiry(l)
+}
+
+// popExpiry takes the first session off the expiry heap; it stays live.
+func (n *Node) popExpiry() { n.dropExpiry(n.expiry[0]) }
+
+// dropExpiry takes l off the expiry heap.
+func (n *Node) dropExpiry(l *Live) {
 	i := l.idx
 	last := len(n.expiry) - 1
 	if i < 0 || i > last || n.expiry[i] != l {
@@ -360,12 +404,30 @@ func (n *Node) removeLive(l *Live) {
 // address of its client's connection, for listings.
 func (n *Node) OpenSession(name string, ttl time.Duration, secretHash [SecretHashLen]byte, remote string,
 	route Route) (*Live, Result, Pending) {
+	return n.OpenSessionAs("", name, ttl, secretHash, remote, route)
+}
+
+// OpenSessionAs is OpenSession for a session charged to account (see
+// Command.Account).
+func (n *Node) OpenSessionAs(account, name string, ttl time.Duration, secretHash [SecretHashLen]byte, remote string,
+	route Route) (*Live, Result, Pending) {
+	if n.rep != nil {
+		res := n.propose(Command{Op: OpOpenSession, Source: name, Account: account, TTL: ttl, SecretHash: secretHash},
+			&proposal{route: route, remote: remote})
+		n.mu.Lock()
+		l := n.lives[res.Session]
+		n.mu.Unlock()
+		if res.Status != StatusOK {
+			l = nil
+		}
+		return l, res, nil
+	}
 	var d deliveries
 	n.mu.Lock()
 	now := n.now()
 	ns := now.UnixNano()
 	n.expireDue(ns, &d)
-	c := Command{Op: OpOpenSession, At: now, Source: name, TTL: ttl, SecretHash: secretHash}
+	c := Command{Op: OpOpenSession, At: now, Source: name, Account: account, TTL: ttl, SecretHash: secretHash}
 	res, p := n.applyLocked(&c, &d)
 	var l *Live
 	if res.Status == StatusOK {
@@ -391,10 +453,12 @@ func (n *Node) Resume(id uint64, secretHash [SecretHashLen]byte, remote string,
 	n.mu.Lock()
 	now := n.now()
 	ns := now.UnixNano()
-	n.expireDue(ns, &d)
+	if n.rep == nil {
+		n.expireDue(ns, &d)
+	}
 	l := n.lives[id]
 	var st SessionState
-	ok := l != nil
+	ok := l != nil && (n.rep == nil || n.leader)
 	if ok {
 		st, ok = n.t.sessionState(id, ns)
 	}
@@ -414,6 +478,18 @@ func (n *Node) Resume(id uint64, secretHash [SecretHashLen]byte, remote string,
 	n.mu.Unlock()
 	d.run()
 	return l
+}
+
+// SessionAccount returns the account session id was opened with, and
+// false when there is no such session.
+func (n *Node) SessionAccount(id uint64) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.t.sessions[id]
+	if s == nil {
+		return "", false
+	}
+	return s.account.Value(), true
 }
 
 // SetRemote records the address of session id's connection, for
@@ -447,7 +523,7 @@ func (n *Node) expireDue(now int64, d *deliveries) {
 // arm sets the timer for the earliest of the table's next deadline and
 // the next session expiry, unless it is set for then or earlier.
 func (n *Node) arm(now int64) {
-	if n.closed {
+	if n.closed || n.rep != nil && !n.leader {
 		return
 	}
 	var next int64
@@ -478,6 +554,10 @@ func (n *Node) Advance() { n.fire() }
 // fire is the timer: it expires sessions and applies a tick when one is
 // due, then sets the timer again.
 func (n *Node) fire() {
+	if n.rep != nil {
+		n.fireReplicated()
+		return
+	}
 	var d deliveries
 	n.mu.Lock()
 	if n.closed {
@@ -544,6 +624,9 @@ func (n *Node) Snapshot() Snapshot {
 	now := n.now()
 	s := n.t.snapshot(now)
 	s.Counters.Resumes = n.resumes
+	for i := range n.refusals {
+		s.Counters.Refusals[i] += n.refusals[i].Load()
+	}
 	ns := now.UnixNano()
 	for i := range s.Sessions {
 		if l := n.lives[s.Sessions[i].ID]; l != nil {

@@ -47,6 +47,7 @@ type Record struct {
 	Ticket     uint64 // waiter
 	Request    uint64 // holder, waiter: the client's request id
 	Source     string
+	Account    string // session, and v1 holder and waiter: who is charged for it
 	RemoteAddr string
 	Acquired   time.Time // holder
 	QueuedAt   time.Time // waiter
@@ -87,8 +88,8 @@ func (t *Table) Export(f func(*Record)) {
 	slices.Sort(ids)
 	for _, id := range ids {
 		s := t.sessions[id]
-		f(&Record{Kind: RecordSession, Session: s.id, Name: s.name.Value(), TTL: time.Duration(s.ttl),
-			SecretHash: s.secret, Opened: nanoTime(s.opened), Applied: s.applied})
+		f(&Record{Kind: RecordSession, Session: s.id, Name: s.name.Value(), Account: s.account.Value(),
+			TTL: time.Duration(s.ttl), SecretHash: s.secret, Opened: nanoTime(s.opened), Applied: s.applied})
 	}
 	keys := make([]string, 0, len(t.keys))
 	for k := range t.keys {
@@ -104,7 +105,9 @@ func (t *Table) Export(f func(*Record)) {
 		e.eachHolder(func(h *holder) {
 			r := Record{Kind: RecordHolder, Key: k, Token: h.token, Source: h.source.Value(),
 				RemoteAddr: h.remote, Acquired: nanoTime(h.acquired), Count: 1}
-			if hs := h.s; hs != nil {
+			if hs := h.s; hs == nil {
+				r.Account = h.account.Value()
+			} else {
 				r.Session, r.Request, r.Mode, r.Count, r.Owner = hs.sess.id, hs.request, hs.mode, hs.count, hs.owner
 				r.LeaseFor, r.DelayFor = time.Duration(hs.leaseFor), time.Duration(hs.delayFor)
 				if hs.leaseFor > 0 {
@@ -124,6 +127,8 @@ func (t *Table) Export(f func(*Record)) {
 				ConnBound: q.connBound, WaitAt: nanoTime(q.wait.at)}
 			if q.sess != nil {
 				r.Session = q.sess.id
+			} else {
+				r.Account = q.account.Value()
 			}
 			f(&r)
 		}
@@ -145,7 +150,7 @@ func (t *Table) Import(r *Record) bool {
 		if r.Session == 0 || t.sessions[r.Session] != nil {
 			return false
 		}
-		t.sessions[r.Session] = &session{id: r.Session, name: unique.Make(r.Name), ttl: int64(r.TTL),
+		t.sessions[r.Session] = &session{id: r.Session, name: unique.Make(r.Name), account: unique.Make(r.Account), ttl: int64(r.TTL),
 			secret: r.SecretHash, opened: timeNano(r.Opened), applied: r.Applied}
 	case RecordKey:
 		if ValidateKey(r.Key) != nil || t.keys[r.Key] != nil {
@@ -190,8 +195,10 @@ func (t *Table) importHolder(r *Record) bool {
 		}
 	}
 	e := t.entryFor(r.Key)
-	h := holder{token: r.Token, source: unique.Make(r.Source), remote: r.RemoteAddr, acquired: timeNano(r.Acquired)}
+	h := holder{token: r.Token, source: unique.Make(r.Source), account: unique.Make(r.Account), remote: r.RemoteAddr,
+		acquired: timeNano(r.Acquired)}
 	if s != nil {
+		h.account = s.account
 		hs := &hold{sess: s, e: e, token: r.Token, request: r.Request, mode: r.Mode, count: max(r.Count, 1),
 			owner: r.Owner, leaseFor: int64(r.LeaseFor), delayFor: int64(r.DelayFor)}
 		if hs.leaseFor > 0 {
@@ -203,6 +210,7 @@ func (t *Table) importHolder(r *Record) bool {
 	}
 	e.addHolder(h)
 	t.held++
+	t.charge(h.account, 1, 0)
 	t.lastToken = max(t.lastToken, r.Token)
 	return true
 }
@@ -219,10 +227,13 @@ func (t *Table) importWaiter(r *Record) bool {
 	}
 	e := t.entryFor(r.Key)
 	q := &request{ticket: r.Ticket, e: e, sess: s, request: r.Request, source: unique.Make(r.Source),
-		remote: r.RemoteAddr, queuedAt: timeNano(r.QueuedAt), leaseFor: int64(r.LeaseFor),
+		account: unique.Make(r.Account), remote: r.RemoteAddr, queuedAt: timeNano(r.QueuedAt), leaseFor: int64(r.LeaseFor),
 		delayFor: int64(r.DelayFor), mode: r.Mode, limit: normLimit(r.Limit), priority: r.Priority,
 		reentrant: r.Reentrant, connBound: r.ConnBound, owner: r.Owner}
-	e.enqueue(q)
+	if s != nil {
+		q.account = s.account
+	}
+	t.enqueue(e, q)
 	t.tickets[q.ticket] = q
 	if s != nil {
 		s.addParked(q)
@@ -271,6 +282,7 @@ func (t *Table) RestoreV1(key, source, remote string, acquired time.Time) {
 	for e.first.token != 0 {
 		h := e.removeHolder(e.first.token)
 		t.held--
+		t.charge(h.account, -1, 0)
 		if h.s != nil {
 			h.s.sess.removeHeld(h.s)
 			t.timers.remove(&h.s.lease)
@@ -278,7 +290,8 @@ func (t *Table) RestoreV1(key, source, remote string, acquired time.Time) {
 	}
 	t.lastToken++
 	t.held++
-	e.addHolder(holder{token: t.lastToken, source: unique.Make(source), remote: remote, acquired: timeNano(acquired)})
+	e.addHolder(holder{token: t.lastToken, source: unique.Make(source), account: noAccount, remote: remote,
+		acquired: timeNano(acquired)})
 }
 
 // Records returns about how many records Export would write: the state,

@@ -28,6 +28,7 @@ type Table struct {
 	keys     map[string]*entry
 	sessions map[uint64]*session
 	tickets  map[uint64]*request // parked requests by ticket
+	accounts map[unique.Handle[string]]*usage
 
 	lastToken   uint64
 	lastTicket  uint64
@@ -51,6 +52,8 @@ type Counters struct {
 	Busy            uint64 // tries refused because the key was held
 	Withdrawn       uint64 // parked requests withdrawn before a grant
 	Deadlocks       uint64 // acquires refused because they would deadlock
+	OverHeld        uint64 // acquires refused by their account's cap on locks
+	OverParked      uint64 // acquires refused by their account's cap on parked requests
 	SessionsOpened  uint64
 	SessionExpiries uint64 // sessions whose TTL passed
 	LeaseExpiries   uint64 // locks whose lease ran out
@@ -83,6 +86,7 @@ type entryExt struct {
 type holder struct {
 	token    uint64
 	source   unique.Handle[string]
+	account  unique.Handle[string]
 	remote   string
 	acquired int64 // node clock, Unix nanoseconds
 	s        *hold // nil for a v1 holder
@@ -110,6 +114,7 @@ type request struct {
 	sess      *session // nil for v1
 	request   uint64
 	source    unique.Handle[string]
+	account   unique.Handle[string]
 	remote    string
 	queuedAt  int64
 	leaseFor  int64
@@ -132,6 +137,7 @@ type request struct {
 type session struct {
 	id      uint64
 	name    unique.Handle[string]
+	account unique.Handle[string]
 	ttl     int64
 	secret  [SecretHashLen]byte
 	opened  int64
@@ -150,6 +156,7 @@ func NewTable() *Table {
 		keys:     make(map[string]*entry),
 		sessions: make(map[uint64]*session),
 		tickets:  make(map[uint64]*request),
+		accounts: make(map[unique.Handle[string]]*usage),
 		stats:    Counters{Wait: newHistogram()},
 	}
 }
@@ -189,6 +196,10 @@ func (t *Table) Apply(c *Command) Result {
 }
 
 func (t *Table) apply(c *Command) Result {
+	if c.Floor > t.lastToken {
+		t.lastToken = c.Floor
+		t.advanced = true // the counter is state: journal the command
+	}
 	switch c.Op {
 	case OpAcquire:
 		return t.acquire(c)
@@ -261,6 +272,10 @@ func (t *Table) acquire(c *Command) Result {
 		return Result{Status: StatusInvalid} // v1 has neither
 	}
 	now := c.unixNano()
+	account := unique.Make(c.Account)
+	if s != nil {
+		account = s.account
+	}
 	e := t.keys[c.Key]
 	if e != nil && e.x != nil && e.x.prioritized > 0 {
 		// Aging may have changed the queue's order since the key last
@@ -285,6 +300,10 @@ func (t *Table) acquire(c *Command) Result {
 			}
 		}
 	}
+	if t.overLimit(account, c) {
+		t.stats.OverHeld++
+		return Result{Status: StatusOverLimit}
+	}
 	if e == nil {
 		e = &entry{key: c.Key}
 		t.keys[c.Key] = e
@@ -307,7 +326,7 @@ func (t *Table) acquire(c *Command) Result {
 		return r
 	}
 	if e.queueLen() == 0 && !e.delayed() && e.compatible(c.Mode, normLimit(c.Limit)) {
-		h := t.grant(e, s, c.Request, c.Source, c.RemoteAddr, c.Mode, c.Owner,
+		h := t.grantHandle(e, s, c.Request, unique.Make(c.Source), account, c.RemoteAddr, c.Mode, c.Owner,
 			int64(c.Lease), int64(c.Delay), now, 0)
 		t.emit(Event{Kind: EventGranted, Key: e.key, Token: h.token, Session: c.Session, Request: c.Request,
 			Source: c.Source, Mode: c.Mode, At: c.At, Lease: c.Lease})
@@ -318,24 +337,30 @@ func (t *Table) acquire(c *Command) Result {
 		return refuse(Result{Status: StatusBusy})
 	}
 	r := &request{
-		e: e, sess: s, request: c.Request, source: unique.Make(c.Source), remote: c.RemoteAddr,
+		e: e, sess: s, request: c.Request, source: unique.Make(c.Source), account: account, remote: c.RemoteAddr,
 		queuedAt: now, leaseFor: int64(c.Lease), delayFor: int64(min(c.Delay, MaxLockDelay)),
 		mode: c.Mode, limit: normLimit(c.Limit), priority: c.Priority, reentrant: c.Reentrant,
 		connBound: c.ConnBound, owner: c.Owner,
 	}
-	e.enqueue(r)
+	t.enqueue(e, r)
 	if granted := t.promote(e, now, c.At, r); granted != nil {
 		t.emit(Event{Kind: EventGranted, Key: e.key, Token: granted.token, Session: c.Session,
 			Request: c.Request, Source: c.Source, Mode: c.Mode, At: c.At, Lease: c.Lease})
 		return Result{Status: StatusGranted, Token: granted.token, Count: 1, Left: c.Lease, Changed: true}
 	}
 	if c.Try {
-		e.unlink(r)
+		t.unlink(r)
 		t.stats.Busy++
 		return refuse(Result{Status: StatusBusy})
 	}
+	if t.overParked(account, c) {
+		t.unlink(r)
+		t.dropIfIdle(e)
+		t.stats.OverParked++
+		return refuse(Result{Status: StatusOverLimit})
+	}
 	if s != nil && t.wouldDeadlock(r) {
-		e.unlink(r)
+		t.unlink(r)
 		t.dropIfIdle(e)
 		t.stats.Deadlocks++
 		t.emit(Event{Kind: EventDeadlock, Key: c.Key, Session: c.Session, Request: c.Request,
@@ -355,17 +380,12 @@ func (t *Table) acquire(c *Command) Result {
 	return Result{Status: StatusParked, Ticket: r.ticket, Changed: true}
 }
 
-// grant makes a new holder of e with the next fencing token. The grant is
-// at now after a wait of waited nanoseconds.
-func (t *Table) grant(e *entry, s *session, request uint64, source, remote string, mode Mode,
-	owner string, leaseFor, delayFor, now, waited int64) *holder {
-	return t.grantHandle(e, s, request, unique.Make(source), remote, mode, owner, leaseFor, delayFor, now, waited)
-}
-
-func (t *Table) grantHandle(e *entry, s *session, request uint64, source unique.Handle[string], remote string,
-	mode Mode, owner string, leaseFor, delayFor, now, waited int64) *holder {
+// grantHandle makes a new holder of e with the next fencing token, charged
+// to account. The grant is at now after a wait of waited nanoseconds.
+func (t *Table) grantHandle(e *entry, s *session, request uint64, source, account unique.Handle[string],
+	remote string, mode Mode, owner string, leaseFor, delayFor, now, waited int64) *holder {
 	t.lastToken++
-	h := holder{token: t.lastToken, source: source, remote: remote, acquired: now}
+	h := holder{token: t.lastToken, source: source, account: account, remote: remote, acquired: now}
 	if s != nil {
 		hs := &hold{sess: s, e: e, token: h.token, request: request, mode: mode, count: 1, owner: owner,
 			leaseFor: leaseFor, delayFor: min(delayFor, int64(MaxLockDelay))}
@@ -379,6 +399,7 @@ func (t *Table) grantHandle(e *entry, s *session, request uint64, source unique.
 	t.stats.Grants++
 	t.stats.Wait.observe(time.Duration(waited))
 	t.held++
+	t.charge(account, 1, 0)
 	return e.addHolder(h)
 }
 
@@ -393,9 +414,9 @@ func (t *Table) promote(e *entry, now int64, at time.Time, want *request) *holde
 		if !e.compatible(r.mode, r.limit) {
 			break
 		}
-		e.unlink(r)
+		t.unlink(r)
 		t.unpark(r)
-		h := t.grantHandle(e, r.sess, r.request, r.source, r.remote, r.mode, r.owner,
+		h := t.grantHandle(e, r.sess, r.request, r.source, r.account, r.remote, r.mode, r.owner,
 			r.leaseFor, r.delayFor, now, now-r.queuedAt)
 		if r == want {
 			got = h
@@ -428,7 +449,7 @@ func (t *Table) unpark(r *request) {
 // lets readers in); without, the caller promotes the key later.
 func (t *Table) withdraw(r *request, reason Reason, at time.Time, promote bool) {
 	e := r.e
-	e.unlink(r)
+	t.unlink(r)
 	t.unpark(r)
 	t.stats.Withdrawn++
 	var sid uint64
@@ -543,6 +564,7 @@ func (t *Table) cancel(c *Command) Result {
 func (t *Table) endHolder(e *entry, token uint64, reason Reason, delay bool, at time.Time, promote bool) {
 	h := e.removeHolder(token)
 	t.held--
+	t.charge(h.account, -1, 0)
 	now := at.UnixNano()
 	ev := Event{Kind: EventLost, Reason: reason, Key: e.key, Token: h.token, Source: h.source.Value(), At: at}
 	if reason == ReasonReleased || reason == ReasonSessionClosed {
@@ -642,7 +664,7 @@ func (t *Table) openSession(c *Command) Result {
 		return Result{Status: StatusInvalid}
 	}
 	t.lastSession++
-	s := &session{id: t.lastSession, name: unique.Make(c.Source), ttl: int64(c.TTL),
+	s := &session{id: t.lastSession, name: unique.Make(c.Source), account: unique.Make(c.Account), ttl: int64(c.TTL),
 		secret: c.SecretHash, opened: c.unixNano()}
 	t.sessions[s.id] = s
 	t.stats.SessionsOpened++
@@ -719,7 +741,6 @@ func (t *Table) tick(now int64, at time.Time) bool {
 
 func (t *Table) restart(c *Command) Result {
 	now := c.unixNano()
-	t.lastToken = max(t.lastToken, uint64(max(now, 0)))
 	var gone []*request
 	for _, r := range t.tickets {
 		if r.connBound {

@@ -510,7 +510,7 @@ func TestRestartRaisesTokensAndWithdrawsConnectionBound(t *testing.T) {
 	s := b.open("a")
 	ps := b.want(b.apply(Command{Op: OpAcquire, Session: s, Key: "k"}), StatusParked)
 	b.events()
-	b.want(b.apply(Command{Op: OpRestart}), StatusOK)
+	b.want(b.apply(Command{Op: OpRestart, Floor: uint64(b.now.UnixNano())}), StatusOK)
 	evs := b.events()
 	if len(evs) != 1 || evs[0].Ticket != w.Ticket || evs[0].Reason != ReasonRestart {
 		t.Fatalf("restart events %+v", evs)

@@ -61,6 +61,14 @@ type ServerConfig struct {
 	// Handoff takes the connections that begin with another protocol's
 	// first byte; nil answers them '-' as malformed.
 	Handoff *Handoff
+	// Forward, for a node of a cluster (mutex.Node.Replicated), takes a v1
+	// connection that arrives while the node does not lead, with the bytes
+	// read so far, in a worker goroutine, and serves it elsewhere (the
+	// leader); the server closes the connection once Forward returns. It
+	// returns false, having used nothing of the connection, to have the
+	// request served here after all. Nil serves every request here, and a
+	// follower then answers none of them.
+	Forward func(c net.Conn, got []byte) bool
 }
 
 // Handoff passes a connection whose first byte is First, which no v1
@@ -91,6 +99,7 @@ type Server struct {
 	srv        *serve.Server
 	deliveries *deliveries
 	handoff    *Handoff
+	forward    func(net.Conn, []byte) bool
 }
 
 // NewServer returns a server for n. It serves nothing until Serve.
@@ -101,7 +110,8 @@ func NewServer(n *mutex.Node, cfg ServerConfig) (*Server, error) {
 	if cfg.HeaderTimeout == 0 {
 		cfg.HeaderTimeout = DefaultHeaderTimeout
 	}
-	s := &Server{node: n, timeout: cfg.HeaderTimeout, log: serve.Discard(cfg.Logger), handoff: cfg.Handoff}
+	s := &Server{node: n, timeout: cfg.HeaderTimeout, log: serve.Discard(cfg.Logger), handoff: cfg.Handoff,
+		forward: cfg.Forward}
 	s.srv = serve.NewServer(s.open, s.log)
 	s.deliveries = newDeliveries(n, cfg.HeaderTimeout, s.srv.Finish, func(g grant) {
 		s.log.Debug("grant not received, passed on", slog.String(logRemote, g.remote))
@@ -137,6 +147,10 @@ func (s *Server) Close() error {
 // goroutine handed the connection. What must wait (a parked request, the
 // journal, a request still on its way, which is read under the header
 // timeout) is returned as work for a worker. See serve.ServerOpener.
+//
+// A node of a cluster does no more than that read in the accept loop:
+// every command waits for a quorum, so every request goes to a worker,
+// which forwards it when the node does not lead.
 func (s *Server) open(c net.Conn) (work func() bool, keep bool) {
 	var buf [maxRequestLen + 1]byte
 	n, err := readNow(c, buf[:])
@@ -150,6 +164,10 @@ func (s *Server) open(c net.Conn) (work func() bool, keep bool) {
 			return false
 		}, false
 	}
+	if s.node.Replicated() {
+		got := append([]byte(nil), buf[:n]...)
+		return func() bool { return s.replicated(c, got) }, false
+	}
 	req, used, derr := DecodeRequest(buf[:n])
 	switch {
 	case derr == nil && used == n:
@@ -160,6 +178,32 @@ func (s *Server) open(c net.Conn) (work func() bool, keep bool) {
 	}
 	got := string(buf[:n])
 	return func() bool { return s.handle(c, got) }, false
+}
+
+// replicated serves, in a worker, a connection of a node of a cluster: it
+// forwards it while the node does not lead, and otherwise serves it as
+// handle does. It reports whether c stays open.
+func (s *Server) replicated(c net.Conn, got []byte) bool {
+	if s.forward != nil && !s.node.IsLeader() {
+		if got == nil && s.handoff != nil {
+			// Nothing had arrived at accept time: the first byte says
+			// which protocol.
+			c.SetReadDeadline(time.Now().Add(s.timeout))
+			var b [1]byte
+			if n, _ := c.Read(b[:]); n == 0 {
+				return false
+			}
+			got = b[:]
+			if got[0] == s.handoff.First {
+				s.handoff.Serve(c, got)
+				return false
+			}
+		}
+		if s.forward(c, got) {
+			return false
+		}
+	}
+	return s.handle(c, string(got))
 }
 
 // grant is a v1 grant on its way to its client.
@@ -222,6 +266,8 @@ func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool
 			w.g = grant{key: req.Key, remote: cmd.RemoteAddr}
 			w.ticket = res.Ticket
 			return func() bool { return s.park(w, deadline) }, false
+		case mutex.StatusUnavailable:
+			return nil, false // unanswered: the client asks again
 		}
 		c.Write(answerFailedBytes) // a limit mismatch: the key is a semaphore of sessions
 		return nil, false
@@ -234,12 +280,16 @@ func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool
 			return s.grant(c, grant{key: req.Key, token: res.Token, remote: cmd.RemoteAddr}, p)
 		case mutex.StatusBusy:
 			c.Write(answerBusyBytes)
+		case mutex.StatusUnavailable:
 		default:
 			c.Write(answerFailedBytes)
 		}
 		return nil, false
 	case ActionUnlock:
 		res, p := s.node.Apply(mutex.Command{Op: mutex.OpRelease, Key: req.Key})
+		if res.Status == mutex.StatusUnavailable {
+			return nil, false
+		}
 		if res.Status == mutex.StatusNotOwned {
 			c.Write(answerFailedBytes) // a session holds it: not v1's to release
 			return nil, false
@@ -250,12 +300,17 @@ func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool
 		}
 		return s.answerReleaseNow(c, p)
 	case ActionResetKey:
-		_, p := s.node.Apply(mutex.Command{Op: mutex.OpResetKey, Key: req.Key})
+		res, p := s.node.Apply(mutex.Command{Op: mutex.OpResetKey, Key: req.Key})
+		if res.Status == mutex.StatusUnavailable {
+			return nil, false
+		}
 		return s.answerReleaseNow(c, p)
 	}
 	return func() bool { // ActionResetSource walks the whole table: not in the accept loop
-		_, p := s.node.Apply(mutex.Command{Op: mutex.OpResetSource, Source: req.Source})
-		s.answerRelease(c, p)
+		res, p := s.node.Apply(mutex.Command{Op: mutex.OpResetSource, Source: req.Source})
+		if res.Status != mutex.StatusUnavailable {
+			s.answerRelease(c, p)
+		}
 		return false
 	}, false
 }
@@ -415,7 +470,9 @@ func (s *Server) park(w *waiter, deadline bool) bool {
 			return false
 		}
 		if ev.Kind != mutex.EventGranted {
-			c.Write(answerFailedBytes) // withdrawn by a reset of its source
+			if ev.Reason != mutex.ReasonRestart { // the node stopped leading: unanswered
+				c.Write(answerFailedBytes) // withdrawn by a reset of its source
+			}
 			return false
 		}
 		g := w.g

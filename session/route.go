@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locking-center/locking-center/auth"
 	"github.com/locking-center/locking-center/mutex"
 )
 
@@ -27,10 +28,12 @@ func (it *item) durable() mutex.Pending {
 // delivers to, and the frames owed to the client, in order. It outlives
 // its connections: while none is attached, frames wait for the resume.
 type sess struct {
-	srv  *Server
-	id   uint64
-	name string
-	live *mutex.Live
+	srv       *Server
+	id        uint64
+	name      string
+	live      *mutex.Live
+	principal *auth.Principal // nil without authentication
+	account   string          // charged for its locks, and rate-limited
 
 	mu      sync.Mutex
 	conn    *conn  // attached connection, nil while none is
@@ -48,6 +51,18 @@ func (s *sess) queue(it item) {
 	s.mu.Lock()
 	s.items = append(s.items, it)
 	s.mu.Unlock()
+}
+
+// queueBounded adds it unless the session already owes limit frames, and
+// reports whether it did.
+func (s *sess) queueBounded(it item, limit int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.items) >= limit {
+		return false
+	}
+	s.items = append(s.items, it)
+	return true
 }
 
 // beginBatch holds writes back while the reader handles the frames of one
@@ -199,6 +214,7 @@ func (s *sess) encodeEvent(b []byte, ev *mutex.Event, failed bool) ([]byte, *mut
 		fb.u8(TagCode, uint8(code))
 		return fb.end(), nil, false
 	case mutex.EventSessionEnded:
+		s.srv.watch.dropSession(s)
 		if ev.Reason == mutex.ReasonSessionExpired {
 			return append(b, goodbye(CodeSessionExpired, "the session's TTL passed without a frame")...), nil, true
 		}
@@ -235,6 +251,8 @@ func statusCode(st mutex.Status) (Code, string) {
 		return CodeUpgrade, "a shared holder cannot take the key exclusively"
 	case mutex.StatusLimitMismatch:
 		return CodeLimitMismatch, "the limit is not the key's"
+	case mutex.StatusOverLimit:
+		return CodeOverLimit, "the source holds or has parked as many as it may"
 	}
 	return CodeBadRequest, "the request is out of range: " + st.String()
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locking-center/locking-center/auth"
+	"github.com/locking-center/locking-center/internal/ratelimit"
 	"github.com/locking-center/locking-center/internal/serve"
 	"github.com/locking-center/locking-center/mutex"
 )
@@ -26,10 +28,16 @@ const (
 
 // Log attribute keys.
 const (
-	logRemote  = "remote"
-	logSession = "session"
-	logError   = "error"
+	logRemote    = "remote"
+	logSession   = "session"
+	logError     = "error"
+	logPrincipal = "principal"
 )
+
+// Authenticator finds the principal of a token; *auth.Keyring is one.
+type Authenticator interface {
+	Authenticate(token []byte) (*auth.Principal, error)
+}
 
 // Config configures a Server.
 type Config struct {
@@ -46,6 +54,15 @@ type Config struct {
 	HeaderTimeout time.Duration
 	// ServerID is the identity WELCOME names.
 	ServerID string
+	// Tokens, when set, turns authentication on: HELLO and RESUME must
+	// carry the token of a principal (docs/security.md), whose prefixes
+	// bound the keys it may acquire, describe and watch, and whose name is
+	// the account its sessions are charged to. Nil: off; a credential is
+	// then ignored, and a session is charged to its client's IP address.
+	Tokens Authenticator
+	// Rates limits each account's requests (every frame but PING and
+	// CLOSE); nil: no limit.
+	Rates *ratelimit.Rates
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -95,6 +112,9 @@ type Server struct {
 	mu     sync.Mutex
 	conns  map[*conn]struct{}
 	closed bool
+
+	watch     watches
+	closeOnce sync.Once
 }
 
 // NewServer returns a server over n. Errors: those of cfg.Validate.
@@ -102,7 +122,9 @@ func NewServer(n *mutex.Node, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Server{node: n, cfg: cfg.withDefaults(), log: serve.Discard(cfg.Logger), conns: make(map[*conn]struct{})}, nil
+	s := &Server{node: n, cfg: cfg.withDefaults(), log: serve.Discard(cfg.Logger), conns: make(map[*conn]struct{})}
+	s.startWatches()
+	return s, nil
 }
 
 // Close tells every connection that the server is stopping (GOODBYE
@@ -121,6 +143,7 @@ func (s *Server) Close() error {
 		c.send(goodbye(CodeShuttingDown, "the server is stopping"))
 		c.close()
 	}
+	s.closeOnce.Do(s.watch.close)
 	s.group.Close()
 	s.group.Wait()
 	return nil
@@ -150,6 +173,10 @@ func (s *Server) Serve(nc net.Conn, got []byte) {
 	r := &reader{c: nc, buf: append(make([]byte, 0, initialRead), got...)}
 	if !r.readPreface() {
 		nc.Write([]byte{'-'})
+		return
+	}
+	if !s.leading() {
+		c.send(s.notLeader())
 		return
 	}
 	var f Frame
@@ -186,6 +213,39 @@ func (s *Server) Serve(nc net.Conn, got []byte) {
 			return
 		}
 		c.sess.live.Touch()
+	}
+}
+
+// leading reports whether this server's node may change its table: a
+// node of a cluster only while it leads.
+func (s *Server) leading() bool { return !s.node.Replicated() || s.node.IsLeader() }
+
+// notLeader returns the GOODBYE not_leader that sends a client to the
+// leader, naming it when it is known.
+func (s *Server) notLeader() []byte {
+	leader := s.node.Leader()
+	msg := "this node does not lead its cluster; the leader is " + leader
+	if leader == "" {
+		msg = "this node does not lead its cluster, and no leader is known yet"
+	}
+	return goodbyeLeader(CodeNotLeader, msg, leader)
+}
+
+// LeaderLost ends every connection with GOODBYE not_leader, naming the
+// leader when it is known: the node no longer leads its cluster, and its
+// sessions live on in the replicated table, to be resumed at the leader.
+// A node of a cluster calls it when it steps down.
+func (s *Server) LeaderLost() {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	bye := s.notLeader()
+	for _, c := range conns {
+		c.flushThenSend(bye)
+		c.close()
 	}
 }
 
@@ -400,8 +460,8 @@ func (c *conn) hello(f *Frame) bool {
 		c.send(goodbye(CodeUnsupported, fmt.Sprintf("field %#02x is not supported in HELLO", tag)))
 		return false
 	}
-	if cred, _ := f.Get(TagCredential); len(cred) > 0 {
-		c.send(goodbye(CodeUnsupported, "this server takes no credential"))
+	p, account, ok := c.authenticate(f)
+	if !ok {
 		return false
 	}
 	name, _ := f.Get(TagName)
@@ -415,8 +475,12 @@ func (c *conn) hello(f *Frame) bool {
 	}
 	var secret [SecretLen]byte
 	rand.Read(secret[:])
-	s := &sess{srv: c.s, name: source, conn: c}
-	live, res, p := c.s.node.OpenSession(source, ttl, sha256.Sum256(secret[:]), c.remote, s)
+	s := &sess{srv: c.s, name: source, conn: c, principal: p, account: account}
+	live, res, pend := c.s.node.OpenSessionAs(account, source, ttl, sha256.Sum256(secret[:]), c.remote, s)
+	if res.Status == mutex.StatusUnavailable {
+		c.send(c.s.notLeader())
+		return false
+	}
 	if live == nil {
 		c.send(goodbye(CodeBadRequest, "the session could not be opened: "+res.Status.String()))
 		return false
@@ -425,9 +489,35 @@ func (c *conn) hello(f *Frame) bool {
 	c.sess = s
 	fb := begin(nil, TypeWelcome, f.ID)
 	c.welcomeFields(&fb, s.id, secret[:], ttl)
-	s.queue(item{raw: fb.end(), pending: p})
+	s.queue(item{raw: fb.end(), pending: pend})
 	s.Flush()
 	return true
+}
+
+// authenticate checks the credential of f, a HELLO or RESUME, and returns
+// its principal and the account the session is charged to: the
+// principal's name, or without authentication the client's IP address. A
+// refusal has been answered with GOODBYE (unauthenticated, rate_limited).
+func (c *conn) authenticate(f *Frame) (*auth.Principal, string, bool) {
+	account := peerIP(c.nc)
+	var p *auth.Principal
+	if c.s.cfg.Tokens != nil {
+		cred, _ := f.Get(TagCredential)
+		var err error
+		if p, err = c.s.cfg.Tokens.Authenticate(cred); err != nil {
+			c.s.node.Refused(mutex.RefusedUnauthenticated)
+			c.s.log.Info("session authentication failed", slog.String(logRemote, c.remote))
+			c.send(goodbye(CodeUnauthenticated, "authentication failed"))
+			return nil, "", false
+		}
+		account = p.Name
+	}
+	if !c.s.cfg.Rates.Allow(account) {
+		c.s.node.Refused(mutex.RefusedRate)
+		c.send(goodbye(CodeRateLimited, "too many requests from "+account+"; try again later"))
+		return nil, "", false
+	}
+	return p, account, true
 }
 
 // welcomeFields adds what every WELCOME carries.
@@ -446,6 +536,20 @@ func (c *conn) resume(f *Frame) bool {
 		c.send(goodbye(CodeBadRequest, "RESUME needs a session and its secret, and nothing else"))
 		return false
 	}
+	principal, account, ok := c.authenticate(f)
+	if !ok {
+		return false
+	}
+	if c.s.cfg.Tokens != nil {
+		// A session is resumed by the principal that opened it only.
+		if owner, found := c.s.node.SessionAccount(id); found && owner != account {
+			c.s.node.Refused(mutex.RefusedUnauthenticated)
+			c.s.log.Info("session resumed by another principal", slog.String(logRemote, c.remote),
+				slog.String(logPrincipal, account))
+			c.send(goodbye(CodeUnauthenticated, "authentication failed"))
+			return false
+		}
+	}
 	var s *sess
 	var old *conn
 	live := c.s.node.Resume(id, sha256.Sum256(secret), c.remote, func(st mutex.SessionState, route mutex.Route, missed []mutex.Output) mutex.Route {
@@ -453,6 +557,7 @@ func (c *conn) resume(f *Frame) bool {
 		if s == nil {
 			s = &sess{srv: c.s, id: id, name: st.Name}
 		}
+		s.principal, s.account = principal, account
 		fb := begin(nil, TypeWelcome, f.ID)
 		c.welcomeFields(&fb, id, secret, st.TTL)
 		fb.u64(TagApplied, st.Applied)
@@ -486,6 +591,10 @@ func (c *conn) resume(f *Frame) bool {
 		return s
 	})
 	if live == nil {
+		if !c.s.leading() {
+			c.send(c.s.notLeader())
+			return false
+		}
 		c.send(goodbye(CodeUnknownSession, "no such session, or a wrong secret"))
 		return false
 	}
@@ -499,6 +608,13 @@ func (c *conn) resume(f *Frame) bool {
 	return true
 }
 
+// forbid refuses request id, for a key (or prefix) outside the
+// principal's.
+func (c *conn) forbid(id uint64, key string) {
+	c.s.node.Refused(mutex.RefusedForbidden)
+	c.sess.queue(item{raw: refused(nil, id, CodeForbidden, fmt.Sprintf("%s may not use %q", c.sess.account, key))})
+}
+
 // peerIP returns the IP address of c's peer, without the port.
 func peerIP(c net.Conn) string {
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
@@ -508,10 +624,17 @@ func peerIP(c net.Conn) string {
 }
 
 // goodbye returns a GOODBYE frame.
-func goodbye(code Code, message string) []byte {
+func goodbye(code Code, message string) []byte { return goodbyeLeader(code, message, "") }
+
+// goodbyeLeader returns a GOODBYE frame naming the leader, when leader is
+// not empty.
+func goodbyeLeader(code Code, message, leader string) []byte {
 	fb := begin(nil, TypeGoodbye, 0)
 	fb.u8(TagCode, uint8(code))
 	fb.str(TagMessage, clip(message))
+	if leader != "" && len(leader) <= maxSize[TagLeader] {
+		fb.str(TagLeader, leader)
+	}
 	return fb.end()
 }
 
@@ -534,17 +657,18 @@ func clip(m string) string {
 // Tags each request may carry.
 var (
 	helloTags    = tagSet(TagName, TagTTL, TagCredential)
-	resumeTags   = tagSet(TagSession, TagSecret)
+	resumeTags   = tagSet(TagSession, TagSecret, TagCredential)
 	acquireTags  = tagSet(TagKey, TagWait, TagLease, TagDelay, TagMode, TagLimit, TagPriority, TagReentrant, TagOwner)
 	releaseTags  = tagSet(TagKey, TagToken)
 	renewTags    = tagSet(TagKey, TagToken, TagLease)
 	cancelTags   = tagSet(TagTarget)
 	describeTags = tagSet(TagKey)
+	watchTags    = tagSet(TagKey)
 	noTags       = tagSet()
 	// requestTags are the tags of each request of an open session, by
 	// frame type; nil: not such a request.
 	requestTags = [...]*[256]bool{TypeAcquire: acquireTags, TypeRelease: releaseTags, TypeRenew: renewTags,
-		TypeCancel: cancelTags, TypeDescribe: describeTags, TypePing: noTags, TypeClose: noTags}
+		TypeCancel: cancelTags, TypeDescribe: describeTags, TypePing: noTags, TypeClose: noTags, TypeWatch: watchTags}
 )
 
 func tagSet(tags ...Tag) *[256]bool {
@@ -581,9 +705,27 @@ func (c *conn) handle(f *Frame) bool {
 		s.queue(item{raw: refused(nil, f.ID, CodeUnsupported, fmt.Sprintf("field %#02x is not supported here", tag))})
 		return true
 	}
+	if f.Type != TypePing && f.Type != TypeClose && !c.s.cfg.Rates.Allow(s.account) {
+		c.s.node.Refused(mutex.RefusedRate)
+		s.queue(item{raw: refused(nil, f.ID, CodeRateLimited, "too many requests from "+s.account+"; try again later")})
+		return true
+	}
 	cmd := mutex.Command{Session: s.id, Request: f.ID}
 	switch f.Type {
 	case TypePing:
+		if !c.s.leading() {
+			c.flushThenSend(c.s.notLeader())
+			return false
+		}
+		s.queue(item{raw: okFrame(nil, f.ID)})
+		return true
+	case TypeWatch:
+		prefix, _ := f.Get(TagKey)
+		if c.s.cfg.Tokens != nil && !s.principal.MayWatch(string(prefix)) {
+			c.forbid(f.ID, string(prefix))
+			return true
+		}
+		c.s.watch.add(&watch{s: s, id: f.ID, prefix: string(prefix)})
 		s.queue(item{raw: okFrame(nil, f.ID)})
 		return true
 	case TypeDescribe:
@@ -592,11 +734,23 @@ func (c *conn) handle(f *Frame) bool {
 			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, "DESCRIBE needs a key of 1 to 127 bytes")})
 			return true
 		}
+		if c.s.cfg.Tokens != nil && !s.principal.MayUse(string(key)) {
+			c.forbid(f.ID, string(key))
+			return true
+		}
+		if c.s.node.Linearize() != nil {
+			c.flushThenSend(c.s.notLeader())
+			return false
+		}
 		s.queue(item{raw: info(nil, f.ID, c.s.node.Describe(string(key)), c.s.node.Now())})
 		return true
 	case TypeAcquire:
 		if msg := c.acquire(f, &cmd); msg != "" {
 			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, msg)})
+			return true
+		}
+		if c.s.cfg.Tokens != nil && !s.principal.MayUse(cmd.Key) {
+			c.forbid(f.ID, cmd.Key)
 			return true
 		}
 	case TypeRelease, TypeRenew:
@@ -620,15 +774,25 @@ func (c *conn) handle(f *Frame) bool {
 			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, "CANCEL needs a target")})
 			return true
 		}
+		if c.s.watch.cancel(s, target) {
+			s.queue(item{raw: okFrame(nil, f.ID)})
+			return true
+		}
 		cmd.Op, cmd.Target = mutex.OpCancel, target
 	case TypeClose:
 		cmd.Op = mutex.OpCloseSession
 	}
-	if _, _, delivered := c.s.node.ApplySession(cmd); !delivered {
+	res, _, delivered := c.s.node.ApplySession(cmd)
+	if res.Status == mutex.StatusUnavailable {
+		c.flushThenSend(c.s.notLeader())
+		return false
+	}
+	if !delivered {
 		c.flushThenSend(goodbye(CodeSessionExpired, "the session has expired"))
 		return false
 	}
 	if f.Type == TypeClose {
+		c.s.watch.dropSession(s)
 		s.endBatch()
 		s.closeAfterFlush()
 		return false

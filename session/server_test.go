@@ -534,3 +534,40 @@ func TestResumeAfterRestart(t *testing.T) {
 		t.Fatalf("token %d after %d", tok2, tok)
 	}
 }
+
+// A WATCH streams the events of the keys with its prefix, from every
+// front end, as EVENT frames answering it; CANCEL of the watch stops them.
+func TestWatch(t *testing.T) {
+	e := start(t, envOptions{})
+	w := e.hello(t, "watcher")
+	wid := w.send(TypeWatch, func(fb *frameBuilder) { fb.str(TagKey, "jobs/") })
+	w.expect(TypeOK)
+	a := e.hello(t, "a")
+	tok := a.granted(a.acquire("jobs/1"))
+	a.granted(a.acquire("other")) // not under the prefix
+	if v1Answer(t, e.v1(t, oneshot.ActionLock, "jobs/2", "v1")) != '+' {
+		t.Fatal("v1 lock")
+	}
+	a.release("jobs/1", tok)
+	want := []struct {
+		event uint64
+		key   string
+	}{{1, "jobs/1"}, {1, "jobs/2"}, {2, "jobs/1"}}
+	for i, x := range want {
+		f := w.expect(TypeEvent)
+		ev, _ := f.Uint(TagEvent)
+		key, _ := f.Get(TagKey)
+		if f.ID != wid || ev != x.event || string(key) != x.key {
+			t.Fatalf("event %d: id %d event %d key %q, want %d %d %q", i, f.ID, ev, key, wid, x.event, x.key)
+		}
+	}
+	cid := w.send(TypeCancel, func(fb *frameBuilder) { fb.u64(TagTarget, wid) })
+	if f := w.expect(TypeOK); f.ID != cid {
+		t.Fatalf("OK of %d", f.ID)
+	}
+	a.granted(a.acquire("jobs/3"))
+	pid := w.send(TypePing)
+	if f := w.expect(TypeOK); f.ID != pid {
+		t.Fatalf("after the cancel got a frame for id %d", f.ID)
+	}
+}

@@ -78,6 +78,7 @@ func vectors() []vectorFrame {
 		{"describe", TypeDescribe, 9, []f{str(TagKey, "jobs/nightly")}},
 		{"ping", TypePing, 10, nil},
 		{"close", TypeClose, 11, nil},
+		{"watch of a prefix", TypeWatch, 12, []f{str(TagKey, "jobs/")}},
 		{"welcome", TypeWelcome, 1, []f{u64(TagSession, 42), raw(TagSecret, secret), u32(TagTTL, 10000),
 			u32(TagKeepalive, 3334), str(TagServer, "lcd 1.0.0")}},
 		{"welcome of a resume", TypeWelcome, 1, []f{u64(TagSession, 42), raw(TagSecret, secret), u32(TagTTL, 10000),
@@ -96,6 +97,10 @@ func vectors() []vectorFrame {
 			str(TagName, "cron-1"), u64(TagSession, 42), u32(TagHeldFor, 1500), u8(TagMode, 0), u32(TagCount, 1))}},
 		{"info of a free key in lock-delay", TypeInfo, 9, []f{str(TagKey, "k"), u32(TagQueue, 0), u32(TagLeft, 800)}},
 		{"goodbye", TypeGoodbye, 0, []f{u8(TagCode, uint8(CodeSessionExpired)), str(TagMessage, "expired")}},
+		{"goodbye not_leader", TypeGoodbye, 0, []f{u8(TagCode, uint8(CodeNotLeader)), str(TagMessage, "not the leader"),
+			str(TagLeader, "10.0.0.2:22119")}},
+		{"event", TypeEvent, 12, []f{u8(TagEvent, 1), str(TagKey, "jobs/nightly"), u64(TagToken, 12),
+			u64(TagSession, 42), str(TagName, "cron-1"), u64(TagAt, 1796000000123)}},
 	}
 	var out []vectorFrame
 	for _, c := range cases {
@@ -124,7 +129,7 @@ func buildVectors() vectorFile {
 	}
 	for name, t := range map[string]Type{"hello": TypeHello, "resume": TypeResume, "acquire": TypeAcquire,
 		"release": TypeRelease, "renew": TypeRenew, "cancel": TypeCancel, "describe": TypeDescribe, "ping": TypePing,
-		"close": TypeClose, "welcome": TypeWelcome, "granted": TypeGranted, "ok": TypeOK, "refused": TypeRefused,
+		"close": TypeClose, "watch": TypeWatch, "event": TypeEvent, "welcome": TypeWelcome, "granted": TypeGranted, "ok": TypeOK, "refused": TypeRefused,
 		"lost": TypeLost, "info": TypeInfo, "goodbye": TypeGoodbye} {
 		v.Types[name] = int(t)
 	}
@@ -134,7 +139,7 @@ func buildVectors() vectorFile {
 		"queue": TagQueue, "applied": TagApplied, "left_ms": TagLeft, "held_ms": TagHeldFor,
 		"keepalive_ms": TagKeepalive, "request": TagRequest, "mode": TagMode, "limit": TagLimit,
 		"priority": TagPriority, "reentrant": TagReentrant, "owner": TagOwner, "count": TagCount, "held": TagHeld,
-		"parked": TagParked, "holder": TagHolder} {
+		"parked": TagParked, "holder": TagHolder, "event": TagEvent, "at_ms": TagAt, "leader": TagLeader} {
 		v.Tags[name] = int(t)
 	}
 	for c, name := range codeNames {

@@ -31,6 +31,7 @@ const (
 	TypeDescribe Type = 0x07
 	TypePing     Type = 0x08
 	TypeClose    Type = 0x09
+	TypeWatch    Type = 0x0A
 
 	TypeWelcome Type = 0x81
 	TypeGranted Type = 0x82
@@ -39,6 +40,7 @@ const (
 	TypeLost    Type = 0x85
 	TypeInfo    Type = 0x86
 	TypeGoodbye Type = 0x87
+	TypeEvent   Type = 0x88
 )
 
 // Tag names a field.
@@ -72,6 +74,9 @@ const (
 	TagReentrant  Tag = 0x18
 	TagOwner      Tag = 0x19
 	TagCount      Tag = 0x1A
+	TagLeader     Tag = 0x1B
+	TagEvent      Tag = 0x1C
+	TagAt         Tag = 0x1D
 	TagHeld       Tag = 0x20
 	TagParked     Tag = 0x21
 	TagHolder     Tag = 0x22
@@ -86,11 +91,12 @@ var fixedSize = map[Tag]int{
 	TagTTL: 4, TagSession: 8, TagSecret: SecretLen, TagToken: 8, TagWait: 4, TagLease: 4, TagDelay: 4,
 	TagTarget: 8, TagCode: 1, TagQueue: 4, TagApplied: 8, TagLeft: 4, TagHeldFor: 4, TagKeepalive: 4,
 	TagRequest: 8, TagMode: 1, TagLimit: 4, TagPriority: 4, TagReentrant: 1, TagCount: 4,
+	TagEvent: 1, TagAt: 8,
 }
 
 // maxSize bounds the variable tags' values.
 var maxSize = map[Tag]int{
-	TagKey: 127, TagName: 127, TagCredential: 1024, TagServer: 255, TagMessage: 1024, TagOwner: 127,
+	TagKey: 127, TagName: 127, TagCredential: 1024, TagServer: 255, TagMessage: 1024, TagOwner: 127, TagLeader: 255,
 	TagHeld: MaxFrame, TagParked: MaxFrame, TagHolder: MaxFrame,
 }
 
@@ -102,24 +108,30 @@ type Code uint8
 
 // Codes; see docs/protocol.md.
 const (
-	CodeBusy           Code = 1
-	CodeTimeout        Code = 2
-	CodeCancelled      Code = 3
-	CodeReset          Code = 4
-	CodeStaleToken     Code = 5
-	CodeDuplicate      Code = 6
-	CodeBadRequest     Code = 7
-	CodeUnsupported    Code = 8
-	CodeSessionEnded   Code = 9
-	CodeNotDurable     Code = 10
-	CodeLeaseExpired   Code = 11
-	CodeSessionExpired Code = 12
-	CodeProtocolError  Code = 13
-	CodeUnknownSession Code = 14
-	CodeShuttingDown   Code = 15
-	CodeDeadlock       Code = 16
-	CodeLimitMismatch  Code = 17
-	CodeUpgrade        Code = 18
+	CodeBusy            Code = 1
+	CodeTimeout         Code = 2
+	CodeCancelled       Code = 3
+	CodeReset           Code = 4
+	CodeStaleToken      Code = 5
+	CodeDuplicate       Code = 6
+	CodeBadRequest      Code = 7
+	CodeUnsupported     Code = 8
+	CodeSessionEnded    Code = 9
+	CodeNotDurable      Code = 10
+	CodeLeaseExpired    Code = 11
+	CodeSessionExpired  Code = 12
+	CodeProtocolError   Code = 13
+	CodeUnknownSession  Code = 14
+	CodeShuttingDown    Code = 15
+	CodeDeadlock        Code = 16
+	CodeLimitMismatch   Code = 17
+	CodeUpgrade         Code = 18
+	CodeNotLeader       Code = 19
+	CodeSlowConsumer    Code = 20
+	CodeUnauthenticated Code = 21
+	CodeForbidden       Code = 22
+	CodeRateLimited     Code = 23
+	CodeOverLimit       Code = 24
 )
 
 var codeNames = map[Code]string{
@@ -129,7 +141,9 @@ var codeNames = map[Code]string{
 	CodeLeaseExpired: "lease_expired", CodeSessionExpired: "session_expired",
 	CodeProtocolError: "protocol_error", CodeUnknownSession: "unknown_session",
 	CodeShuttingDown: "shutting_down", CodeDeadlock: "deadlock", CodeLimitMismatch: "limit_mismatch",
-	CodeUpgrade: "upgrade",
+	CodeUpgrade: "upgrade", CodeNotLeader: "not_leader", CodeSlowConsumer: "slow_consumer",
+	CodeUnauthenticated: "unauthenticated", CodeForbidden: "forbidden", CodeRateLimited: "rate_limited",
+	CodeOverLimit: "over_limit",
 }
 
 // String returns the code's name, as docs/protocol.md spells it.
@@ -165,7 +179,7 @@ type Frame struct {
 
 // knownType reports the frame types of either direction.
 func knownType(t Type) bool {
-	return t >= TypeHello && t <= TypeClose || t >= TypeWelcome && t <= TypeGoodbye
+	return t >= TypeHello && t <= TypeWatch || t >= TypeWelcome && t <= TypeEvent
 }
 
 // ParseFrame decodes the frame at the start of b into f, reusing f's

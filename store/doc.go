@@ -52,12 +52,14 @@
 //
 //	{"op":"release","at":1709294401123456789,"key":"b3JkZXJzL2JhdGNoLTc="}
 //
-// Field names: key, src (source), addr (remote address), owner, name (a
-// session's) and secret (the SHA-256 of a session's resume secret) are
-// byte strings in standard base64 with padding (RFC 4648 section 4), so that
-// any byte sequence, including invalid UTF-8, NUL and 0xFF, comes back
-// exactly; sess, req, target, ticket, token, count, limit, applied,
-// sessions are unsigned integers; at, wait, lease, delay, ttl (durations
+// Field names: key, src (source), acct (the account charged for a lock, a
+// waiter or a session), addr (remote address), owner, name (a session's)
+// and secret (the SHA-256 of a session's resume secret) are byte strings
+// in standard base64 with padding (RFC 4648 section 4), so that any byte
+// sequence, including invalid UTF-8, NUL and 0xFF, comes back exactly;
+// sess, req, target, ticket, token, floor, count, limit, applied,
+// sessions, maxh and maxp (an acquire's caps of its account) are unsigned
+// integers; at, wait, lease, delay, ttl (durations
 // in nanoseconds), mode, prio, opened, lease_at, delay_at, wait_at (times
 // in Unix nanoseconds) are integers; try, reent, conn are booleans. A
 // field at its zero value is left out. A reader accepts the fields in any

@@ -1,10 +1,10 @@
 // Package lockingcenter is the Go client of Locking-Center, a lock server
 // that grants named keys one holder at a time, in order of arrival.
 //
-// Every call opens one TCP connection to the mutex port, sends one request,
-// reads the one-byte answer and closes. A lock is not tied to the
-// connection: it is held until Unlock or a reset, even after the caller
-// exits. The package uses the standard library only.
+// Every call of a Client opens one TCP connection to the mutex port, sends
+// one request (protocol v1), reads the one-byte answer and closes. A lock
+// is not tied to the connection: it is held until Unlock or a reset, even
+// after the caller exits. The package uses the standard library only.
 //
 // Calls that never wait for a key (TryLock, Unlock, ResetByKey,
 // ResetBySource, and the release of Wait) give up after a read timeout,
@@ -17,6 +17,42 @@
 //		return err
 //	}
 //	defer c.Unlock(context.Background(), "orders/batch-7")
+//
+// # Sessions
+//
+// NewSession speaks the session protocol (v2) instead: one connection,
+// kept open, carries every lock of the session. Each lock has a fencing
+// token (Lock.Token) and ends when released, when its lease runs out
+// (WithLease, Lock.Renew), or when the session ends: at Close, or when the
+// server has not heard from the client for the session's TTL, so a client
+// that dies frees its keys by itself. The session pings while idle; after
+// a dropped connection it reconnects and resumes, keeping its locks and
+// its places in queues. Two goroutines serve a session (one writes and
+// pings, one reads), however many locks it holds.
+//
+// A Lock is a resource, not a context: cancelling the context of Acquire
+// ends the wait, never a held lock. Lock.Done closes when the lock ends,
+// no later than the server can end it (the client counts a lease, and its
+// own silence, with a margin for clock drift); Lock.Cause says why
+// (ErrLockReleased, ErrLockOrphaned, or ErrLockLost with its reason).
+//
+//	s, err := lockingcenter.NewSession(ctx, "localhost:22119", lockingcenter.WithSource("billing-7f9c"))
+//	if err != nil {
+//		return err
+//	}
+//	defer s.Close()
+//	lock, err := s.Acquire(ctx, "orders/batch-7", lockingcenter.WithLease(30*time.Second))
+//	if err != nil {
+//		return err
+//	}
+//	defer lock.Release()
+//	// Give lock.Token() to the resource with every write; stop when
+//	// lock.Done() closes.
+//
+// Acquire options: TryOnce (ErrBusy when held), WithWait (a wait limit
+// kept by the server, ErrTimeout), WithLease, WithLockDelay, Shared,
+// WithLimit (a semaphore), WithPriority, Reentrant and WithOwner.
+// docs/protocol.md gives the bytes.
 package lockingcenter
 
 import (

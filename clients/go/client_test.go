@@ -13,10 +13,11 @@ import (
 	"github.com/locking-center/locking-center/internal/silentserver"
 	"github.com/locking-center/locking-center/mutex"
 	"github.com/locking-center/locking-center/oneshot"
+	"github.com/locking-center/locking-center/session"
 )
 
 // serverAddr is the mutex port of the lock server that TestMain runs for
-// the tests and examples of this package.
+// the tests and examples of this package: v1 and the session protocol.
 var (
 	serverAddr string
 	table      *mutex.Node
@@ -24,7 +25,12 @@ var (
 
 func TestMain(m *testing.M) {
 	table = mutex.NewNode(mutex.NodeConfig{})
-	srv, err := oneshot.NewServer(table, oneshot.ServerConfig{})
+	sessions, err := session.NewServer(table, session.Config{})
+	if err != nil {
+		panic(err)
+	}
+	srv, err := oneshot.NewServer(table, oneshot.ServerConfig{
+		Handoff: &oneshot.Handoff{First: session.Preface[0], Serve: sessions.Serve}})
 	if err != nil {
 		panic(err)
 	}
@@ -35,6 +41,7 @@ func TestMain(m *testing.M) {
 	serverAddr = ln.Addr().String()
 	go srv.Serve(context.Background(), ln)
 	code := m.Run()
+	sessions.Close()
 	srv.Close()
 	os.Exit(code)
 }

@@ -29,9 +29,9 @@ func readmeBlock(t *testing.T, readme []byte, name string) string {
 	return string(body)
 }
 
-// The README's Go program builds as a module of its own, with the go.mod
-// lines the README gives, against this checkout: a user who copies both
-// files gets a program that compiles.
+// The README's Go programs (v1 and session) each build as a module of
+// their own, with the go.mod lines the README gives, against this
+// checkout: a user who copies both files gets a program that compiles.
 func TestReadmeProgramBuilds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module")
@@ -53,14 +53,22 @@ func TestReadmeProgramBuilds(t *testing.T) {
 	if !strings.Contains(gomod, placeholder) {
 		t.Fatalf("the README's go.mod has no %q to point at a checkout:\n%s", placeholder, gomod)
 	}
+	for _, block := range []string{"readme-go-main", "readme-go-session"} {
+		buildReadmeProgram(t, goBin, root, strings.Replace(gomod, placeholder, "=> "+root, 1), readmeBlock(t, readme, block))
+	}
+}
+
+// buildReadmeProgram builds main in a module of its own with gomod.
+func buildReadmeProgram(t *testing.T, goBin, root, gomod, main string) {
+	t.Helper()
 	dir := t.TempDir()
 	write := func(name, body string) {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("go.mod", strings.Replace(gomod, placeholder, "=> "+root, 1))
-	write("main.go", readmeBlock(t, readme, "readme-go-main"))
+	write("go.mod", gomod)
+	write("main.go", main)
 	// The dependencies come from the module cache that building this
 	// module filled; nothing is fetched.
 	cmd := exec.Command(goBin, "build", "-mod=mod", "-o", filepath.Join(dir, "locker"), ".")

@@ -3,8 +3,13 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // These tests run the built lc-cli as a process against a live server;
@@ -70,11 +75,44 @@ func TestBinaryKeysDetail(t *testing.T) {
 	s := layoutTable(t)
 	r := runBinary(t, append(s.environ(), "TZ=UTC"), "keys", "-d")
 	want := "" +
-		"KEY           SOURCE           REMOTE                 ACQUIRED                 HELD  WAITERS\n" +
-		"a             lc-cli@build-07  192.168.100.201:40022  2026-08-27 10:00:21      3.2s        2\n" +
-		"\"bin\\x00key\"  -                -                      2026-08-26 07:56:11  1d02h04m        0\n" +
-		"deploy/prod   ci-job-4411      10.0.0.4:51314         2026-08-27 09:59:11     1m13s        0\n"
+		"KEY           SOURCE           REMOTE                 ACQUIRED                 HELD  WAITERS                TOKEN  SESSION  MODE       HOLDERS  LEASE\n" +
+		"a             lc-cli@build-07  192.168.100.201:40022  2026-08-27 10:00:21      3.2s        2  1787824751000000002        -  exclusive        1      -\n" +
+		"\"bin\\x00key\"  -                -                      2026-08-26 07:56:11  1d02h04m        0  1787824751000000003        -  exclusive        1      -\n" +
+		"deploy/prod   ci-job-4411      10.0.0.4:51314         2026-08-27 09:59:11     1m13s        0  1787824751000000001        -  exclusive        1      -\n"
 	if r.code != exitOK || r.stdout != want {
 		t.Errorf("keys -d = %d, stderr %q, printed\n%s\nwant\n%s", r.code, r.stderr, r.stdout, want)
+	}
+}
+
+// TestBinaryKilledLockFreesTheKeyAfterTheTTL kills lc-cli with SIGKILL
+// while its command runs: the key stays held until the session's TTL has
+// passed on the server's clock, and not a moment longer.
+func TestBinaryKilledLockFreesTheKeyAfterTheTTL(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	s := startServer(t, clock.Now)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	b := startBinary(t, s.environ(), "lock", "--ttl", "2s", "k", "--",
+		"sh", "-c", `echo $$ > "$0.tmp" && mv "$0.tmp" "$0" && exec sleep 1000 >/dev/null 2>&1 </dev/null`, pidFile)
+	s.sessionHolder(t, "k")
+	var pid int
+	eventually(t, "the command to start", func() bool {
+		b, err := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	})
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) }) // lc-cli cannot stop it once killed
+	b.signal(syscall.SIGKILL)
+	b.wait(t)
+
+	start := clock.Now()
+	clock.Set(start.Add(2*time.Second - time.Millisecond))
+	s.table.Advance()
+	if _, held := s.holders(t)["k"]; !held {
+		t.Fatal("the key was freed before the session's TTL passed")
+	}
+	clock.Set(start.Add(2*time.Second + time.Millisecond))
+	s.table.Advance()
+	if h, held := s.holders(t)["k"]; held {
+		t.Fatalf("the key is still held after the TTL: %+v", h)
 	}
 }

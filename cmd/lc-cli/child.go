@@ -15,10 +15,12 @@ const outputDrain = 5 * time.Second
 
 // runCommand runs opts.Command with opts's streams and environment, in a
 // process group of its own, and passes every signal from opts.Signals on
-// to that group until the command ends. It returns the command's exit code
-// (128+N when signal N ended it), or exitCannotRun and the reason when it
-// could not start.
-func runCommand(opts *lockOptions) (exitCode, error) {
+// to that group until the command ends. When lost is closed (the lock the
+// command runs under is gone), the group gets SIGTERM, and SIGKILL
+// killGrace later if the command has not ended. It returns the command's
+// exit code (128+N when signal N ended it), or exitCannotRun and the reason
+// when it could not start.
+func runCommand(opts *lockOptions, lost <-chan struct{}) (exitCode, error) {
 	argv := opts.Command
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
@@ -35,11 +37,20 @@ func runCommand(opts *lockOptions) (exitCode, error) {
 	ended := make(chan bool, 1) // whether the command died of a signal
 	go func() { ended <- w.awaitEnd() }()
 	forwarded := false
+	var kill <-chan time.Time
 	for {
 		select {
 		case sig := <-opts.Signals:
 			forwarded = true
 			signalGroup(cmd.Process, sig)
+		case <-lost:
+			lost, forwarded = nil, true
+			signalGroup(cmd.Process, syscall.SIGTERM)
+			t := time.NewTimer(killGrace)
+			defer t.Stop()
+			kill = t.C
+		case <-kill:
+			killGroup(cmd.Process)
 		case signaled := <-ended:
 			if signaled || forwarded {
 				// Nothing the command started may outlive the key.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locking-center/locking-center/manager"
+	"github.com/locking-center/locking-center/mutex"
 	"github.com/spf13/cobra"
 )
 
@@ -37,7 +38,8 @@ double quotes, such as "\xff" or "a\x00b", so no two keys print alike.
 Pass a line back with --quoted to name that key in lock, trylock, unlock,
 wait or reset. Sources in the SOURCE column are printed the same way.
 
-With -d it prints a table instead, one row per held key:
+With -d it prints a table instead, one row per holder (a shared key or a
+semaphore has a row for each of its holders):
 
   KEY      the key
   SOURCE   the owner name its holder sent (or the holder's IP address),
@@ -45,7 +47,13 @@ With -d it prints a table instead, one row per held key:
   REMOTE   the address of the connection that won the key
   ACQUIRED when the key was granted, in local time (24-hour clock)
   HELD     how long it has been held, by the server's clock
-  WAITERS  how many lock requests are queued behind the holder`,
+  WAITERS  how many lock requests are queued for the key
+  TOKEN    the lock's fencing token
+  SESSION  the session that holds it (session protocol), - for a v1 lock
+  MODE     exclusive, shared, or semaphore/N (a key of N places); xK when
+           a reentrant holder holds it K times
+  HOLDERS  how many holders the key has
+  LEASE    what is left of the lock's own lease, - when it has none`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Stdout = cmd.OutOrStdout()
@@ -95,10 +103,21 @@ func writeHolders(w io.Writer, holders []manager.Holder, loc *time.Location) err
 		loc = time.Local
 	}
 	t := table{
-		header: []string{"KEY", "SOURCE", "REMOTE", "ACQUIRED", "HELD", "WAITERS"},
-		right:  []bool{false, false, false, false, true, true},
+		header: []string{"KEY", "SOURCE", "REMOTE", "ACQUIRED", "HELD", "WAITERS", "TOKEN", "SESSION", "MODE", "HOLDERS", "LEASE"},
+		right:  []bool{false, false, false, false, true, true, true, true, false, true, true},
+	}
+	perKey := map[string]int{}
+	for _, h := range holders {
+		perKey[h.Key]++
 	}
 	for _, h := range holders {
+		session, lease := "-", "-"
+		if h.Session != 0 {
+			session = strconv.FormatUint(h.Session, 10)
+		}
+		if h.Lease >= 0 && h.Session != 0 {
+			lease = formatHeld(h.Lease)
+		}
 		t.rows = append(t.rows, []string{
 			displayKey(h.Key),
 			cell(h.Source),
@@ -106,10 +125,31 @@ func writeHolders(w io.Writer, holders []manager.Holder, loc *time.Location) err
 			h.Acquired.In(loc).Format(acquiredLayout),
 			formatHeld(h.Held),
 			strconv.Itoa(h.Waiters),
+			strconv.FormatUint(h.Token, 10),
+			session,
+			modeOf(h),
+			strconv.Itoa(perKey[h.Key]),
+			lease,
 		})
 	}
 	_, err := io.WriteString(w, t.String())
 	return err
+}
+
+// modeOf names how h holds its key: exclusive, shared or semaphore/N,
+// with xK for a reentrant count above one.
+func modeOf(h manager.Holder) string {
+	m := "exclusive"
+	switch {
+	case h.Mode == mutex.Shared:
+		m = "shared"
+	case h.Limit > 1:
+		m = fmt.Sprintf("semaphore/%d", h.Limit)
+	}
+	if h.Count > 1 {
+		m += fmt.Sprintf(" x%d", h.Count)
+	}
+	return m
 }
 
 // cell returns how keys -d shows a source or remote address: "-" when it

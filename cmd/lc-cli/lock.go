@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
+	"time"
+
+	lockingcenter "github.com/locking-center/locking-center/clients/go"
 
 	"github.com/spf13/cobra"
 )
@@ -15,6 +17,10 @@ type lockOptions struct {
 	Environ []string // the command's environment
 	keyRequest
 	Command []string // after --: run while holding Key, then release it; empty keeps Key held
+
+	session       sessionLockFlags       // with a command: the session and the acquire
+	clientOptions []lockingcenter.Option // with a command: source and timeouts of the session
+	timeout       time.Duration          // the read timeout, for messages
 }
 
 func newLockCommand(f *factory) *cobra.Command {
@@ -29,9 +35,18 @@ waiting stop the wait with exit 128+N; no request is left queued, and a
 key granted at that very instant is released again.
 
 Without a command the key stays held after lc-cli exits, until unlock or
-reset.
+reset (protocol v1).
 
-With a command after --, lock runs it once the key is granted, with the
+With a command after --, lock holds the key through a session of the
+session protocol: if lc-cli dies (even by SIGKILL) or loses the server,
+the key is freed once the session's TTL (--ttl) passes. The command gets
+the lock's fencing token in LC_FENCING_TOKEN and the key in LC_LOCK_KEY;
+pass the token to what it changes, so that a late writer is refused. If
+the lock is lost while the command runs (the session expired, a reset),
+its process group gets SIGTERM, then SIGKILL 10s later, and lc-cli exits
+2. --shared, --limit and --priority ask for the key in those modes.
+
+lock runs the command once the key is granted, with the
 terminal (stdin, stdout, stderr) attached, and releases the key when the
 command ends, whatever the outcome. lc-cli then exits with the command's
 exit code, 128+N if it died of signal N, or 127 if it could not be
@@ -48,6 +63,9 @@ A key that starts with '-' follows a first --: lock -- -key -- command.`,
 				return err
 			}
 			opts.Command = command
+			if len(command) == 0 && opts.session.set(cmd) {
+				return usagef("lock: --ttl, --lock-delay, --shared, --limit and --priority need a command after -- (see lc-cli lock --help)")
+			}
 			return in.setKey(key)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -56,10 +74,12 @@ A key that starts with '-' follows a first --: lock -- -key -- command.`,
 			opts.Stderr = f.sys.Stderr
 			opts.Environ = f.sys.Environ
 			opts.keyRequest = f.keyRequest(in.value)
+			opts.clientOptions, opts.timeout = f.clientOptions(), f.global.Timeout
 			return runLock(cmd.Context(), opts)
 		},
 	}
 	in.addFlags(cmd, "key")
+	opts.session.addFlags(cmd)
 	return cmd
 }
 
@@ -88,22 +108,9 @@ func splitLockArgs(args []string, dash int) (key string, command []string, err e
 }
 
 func runLock(ctx context.Context, opts *lockOptions) error {
+	if len(opts.Command) > 0 {
+		return runSessionLock(ctx, opts)
+	}
 	err := opts.do(ctx, "lock", opts.Client.Lock, opts.release)
-	if err != nil || len(opts.Command) == 0 {
-		return asFailure(err)
-	}
-
-	code, runErr := runCommand(opts)
-	if relErr := opts.release(); relErr != nil {
-		if runErr != nil {
-			relErr = fmt.Errorf("%v; then %w", runErr, relErr)
-		} else {
-			relErr = fmt.Errorf("%w (the command exited %d; the key may still be held)", relErr, code)
-		}
-		return failure(relErr)
-	}
-	if code == exitOK && runErr == nil {
-		return nil
-	}
-	return &exitError{code: code, err: runErr}
+	return asFailure(err)
 }

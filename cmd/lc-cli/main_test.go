@@ -21,6 +21,7 @@ import (
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/mutex"
 	"github.com/locking-center/locking-center/oneshot"
+	"github.com/locking-center/locking-center/session"
 )
 
 // Stamps the test binary is built with.
@@ -105,6 +106,7 @@ func signalReporter(role string) int {
 type testServer struct {
 	table       *mutex.Node
 	mutexSrv    *oneshot.Server
+	sessionSrv  *session.Server
 	managerSrv  *manager.Server
 	addr        string // mutex port
 	managerAddr string // management port
@@ -126,7 +128,11 @@ func startServerOn(t *testing.T, mutexLn, managerLn net.Listener, now func() tim
 	s := &testServer{table: mutex.NewNode(mutex.NodeConfig{Clock: now})}
 	t.Cleanup(s.table.Close)
 	var err error
-	if s.mutexSrv, err = oneshot.NewServer(s.table, oneshot.ServerConfig{Logger: log}); err != nil {
+	if s.sessionSrv, err = session.NewServer(s.table, session.Config{Logger: log}); err != nil {
+		t.Fatal(err)
+	}
+	handoff := &oneshot.Handoff{First: session.Preface[0], Serve: s.sessionSrv.Serve}
+	if s.mutexSrv, err = oneshot.NewServer(s.table, oneshot.ServerConfig{Logger: log, Handoff: handoff}); err != nil {
 		t.Fatal(err)
 	}
 	s.managerSrv = manager.NewServer(s.table, manager.Config{Logger: log})
@@ -140,6 +146,7 @@ func startServerOn(t *testing.T, mutexLn, managerLn net.Listener, now func() tim
 // close stops both ports and waits for them.
 func (s *testServer) close() {
 	s.closeOnce.Do(func() {
+		s.sessionSrv.Close()
 		s.mutexSrv.Close()
 		s.managerSrv.Close()
 		s.served.Wait()

@@ -42,10 +42,17 @@ type factory struct {
 
 // mutexClient returns a client of the mutex port.
 func (f *factory) mutexClient() *lockingcenter.Client {
-	return lockingcenter.New(f.global.Address,
+	return lockingcenter.New(f.global.Address, f.clientOptions()...)
+}
+
+// clientOptions are the source and timeouts of the global flags, as
+// client options (of a v1 client or of a session).
+func (f *factory) clientOptions() []lockingcenter.Option {
+	return []lockingcenter.Option{
 		lockingcenter.WithSource(f.global.Source),
 		lockingcenter.WithConnectTimeout(f.global.ConnectTimeout),
-		lockingcenter.WithReadTimeout(f.global.Timeout))
+		lockingcenter.WithReadTimeout(f.global.Timeout),
+	}
 }
 
 // managerClient returns a client of the management port, or the usage
@@ -111,6 +118,7 @@ the command, or lc-cli while waiting, ended by signal N.`,
 
 	root.AddCommand(
 		newKeysCommand(f),
+		newSessionsCommand(f),
 		newResetCommand(f),
 		newLockCommand(f),
 		newTryLockCommand(f),

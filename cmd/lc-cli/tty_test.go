@@ -202,7 +202,7 @@ func TestTerminalComesBackBeforeLcCliWrites(t *testing.T) {
 	s := startServer(t, nil)
 	p := openPTY(t)
 	p.setTOSTOP(t)
-	cmd := p.start(t, s.environ(), "lock", "tty", "--", "sh", "-c", "read line")
+	cmd := p.start(t, append(s.environ(), "LC_TIMEOUT=500ms"), "lock", "tty", "--", "sh", "-c", "read line")
 	eventually(t, "the key to be held", func() bool {
 		_, held := s.holders(t)["tty"]
 		return held
@@ -212,8 +212,8 @@ func TestTerminalComesBackBeforeLcCliWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out := p.wait(t, cmd)
-	if code != exitFailure || !strings.Contains(out, "lc-cli: unlock \"tty\" at "+s.addr) {
-		t.Errorf("exit %d, terminal shows %q; want 2 and the failed unlock", code, out)
+	if code != exitFailure || !strings.Contains(out, "lc-cli: release \"tty\" at "+s.addr) {
+		t.Errorf("exit %d, terminal shows %q; want 2 and the failed release", code, out)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locking-center/locking-center/cluster"
 	"github.com/spf13/pflag"
 )
 
@@ -40,6 +41,9 @@ type Config struct {
 	SessionTTLMax   time.Duration // longest session TTL granted; default 5 min
 	LockDelay       time.Duration // lock-delay of a session's acquire that names none; default 0, at most 60 s
 	HTTPSessionTTL  time.Duration // TTL of an HTTP client_id's session (the heartbeat window); default 5 s
+	// Cluster makes this process a node of a raft cluster (NODE_ID and the
+	// RAFT_ settings); nil: a single node, as without them.
+	Cluster *cluster.Config
 }
 
 // setting is one flag with its environment variable.
@@ -55,6 +59,9 @@ type options struct {
 	headerTimeout, shutdown, logLevel    string
 	logFormat                            string
 	sessionTTL, ttlMin, ttlMax, delay    string
+	nodeID, raftAddr, raftAdvertise      string
+	raftDir, raftPeers, raftDial         string
+	advertise, electionTimeout           string
 }
 
 func (o *options) settings() []setting {
@@ -73,6 +80,14 @@ func (o *options) settings() []setting {
 		{"session-ttl-min", "SESSION_TTL_MIN", defaultSessionTTLMin.String(), "shortest session TTL granted", &o.ttlMin},
 		{"session-ttl-max", "SESSION_TTL_MAX", defaultSessionTTLMax.String(), "longest session TTL granted", &o.ttlMax},
 		{"lock-delay", "LOCK_DELAY", "0s", "lock-delay of a session's lock lost by expiry, when its acquire names none (at most 60s)", &o.delay},
+		{"node-id", "NODE_ID", "", "this node's id in a cluster; set, it makes lcd a node of a raft cluster (see docs/ha.md)", &o.nodeID},
+		{"raft-address", "RAFT_ADDRESS", "", "address the raft port listens on, host:port (cluster)", &o.raftAddr},
+		{"raft-advertise", "RAFT_ADVERTISE", "", "address the other nodes reach this node's raft port at (cluster; default: its RAFT_PEERS entry, else RAFT_ADDRESS)", &o.raftAdvertise},
+		{"raft-dir", "RAFT_DIR", "", "directory of the raft log and snapshots (cluster)", &o.raftDir},
+		{"raft-peers", "RAFT_PEERS", "", "the nodes of a new cluster, id=raftaddress=clientaddress,...; bootstraps it when RAFT_DIR is empty (cluster)", &o.raftPeers},
+		{"raft-dial", "RAFT_DIAL", "", "addresses to dial other nodes' raft ports at in place of theirs, id=address,... (cluster)", &o.raftDial},
+		{"advertise-address", "ADVERTISE_ADDRESS", "", "address clients and other nodes reach this node's mutex port at (cluster; default: its RAFT_PEERS entry, else BIND_ADDRESS when it names a host)", &o.advertise},
+		{"raft-election-timeout", "RAFT_ELECTION_TIMEOUT", cluster.DefaultElectionTimeout.String(), "time a follower goes without a leader before it stands for election (cluster)", &o.electionTimeout},
 	}
 }
 
@@ -139,7 +154,61 @@ func (o *options) config(fs *pflag.FlagSet, environ []string) (Config, error) {
 	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
 		return Config{}, fmt.Errorf("log-format %q: want text or json", cfg.LogFormat)
 	}
+	if cfg.Cluster, err = o.clusterConfig(cfg); err != nil {
+		return Config{}, err
+	}
 	return cfg, nil
+}
+
+// clusterConfig returns the cluster settings, or nil when NODE_ID is not
+// set. A raft setting without NODE_ID, DATA_PATH beside it, or a session
+// TTL that a failover could outlast is an error.
+func (o *options) clusterConfig(cfg Config) (*cluster.Config, error) {
+	if o.nodeID == "" {
+		for _, s := range o.settings() {
+			if *s.target != "" && *s.target != s.def && strings.HasPrefix(s.env, "RAFT_") || s.env == "ADVERTISE_ADDRESS" && *s.target != "" {
+				return nil, fmt.Errorf("%s is a cluster setting: set NODE_ID too, or unset it", s.env)
+			}
+		}
+		return nil, nil
+	}
+	if cfg.DataPath != "" {
+		return nil, errors.New("DATA_PATH and NODE_ID: a node of a cluster keeps its state in RAFT_DIR; unset DATA_PATH")
+	}
+	if o.raftAddr == "" || o.raftDir == "" {
+		return nil, errors.New("NODE_ID needs RAFT_ADDRESS and RAFT_DIR")
+	}
+	peers, err := cluster.ParsePeers(o.raftPeers)
+	if err != nil {
+		return nil, fmt.Errorf("raft-peers: %w", err)
+	}
+	dial, err := cluster.ParseDial(o.raftDial)
+	if err != nil {
+		return nil, fmt.Errorf("raft-dial: %w", err)
+	}
+	et, err := positiveDuration("raft-election-timeout", o.electionTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if min := cluster.MinSessionTTL(et); cfg.SessionTTLMin <= min {
+		return nil, fmt.Errorf("session-ttl-min %v: a cluster with raft-election-timeout %v needs it above %v, so that a session outlives a failover",
+			cfg.SessionTTLMin, et, min)
+	} else if cfg.HTTPAddress != "" && cfg.HTTPSessionTTL <= min {
+		return nil, fmt.Errorf("http-session-ttl %v: a cluster with raft-election-timeout %v needs it above %v, so that a client outlives a failover",
+			cfg.HTTPSessionTTL, et, min)
+	}
+	cc := &cluster.Config{NodeID: o.nodeID, RaftBind: o.raftAddr, RaftAdvertise: o.raftAdvertise, Dir: o.raftDir,
+		Peers: peers, Dial: dial, ClientAddress: o.advertise, ElectionTimeout: et}
+	if len(peers) > 0 {
+		found := false
+		for _, p := range peers {
+			found = found || p.ID == o.nodeID
+		}
+		if !found {
+			return nil, fmt.Errorf("raft-peers: NODE_ID %q is not among them", o.nodeID)
+		}
+	}
+	return cc, nil
 }
 
 // sideAddresses derives the management, metrics and HTTP addresses from

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +144,48 @@ func TestRunExitCodes(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"--no-such-flag"}, nil, io.Discard, io.Discard); code != exitUsage {
 		t.Fatalf("unknown flag: code %d", code)
+	}
+}
+
+func TestConfigCluster(t *testing.T) {
+	env := []string{"NODE_ID=n1", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/var/lib/lc/raft",
+		"RAFT_PEERS=n1=10.0.0.1:7000=10.0.0.1:22119,n2=10.0.0.2:7000=10.0.0.2:22119,n3=10.0.0.3:7000",
+		"RAFT_DIAL=n2=127.0.0.1:7002"}
+	cfg, err := resolve(t, nil, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.Cluster
+	if c == nil || c.NodeID != "n1" || c.RaftBind != "10.0.0.1:7000" || len(c.Peers) != 3 ||
+		c.Peers[2].ClientAddress != "" || c.Dial["n2"] != "127.0.0.1:7002" || c.ElectionTimeout != 500*time.Millisecond {
+		t.Fatalf("cluster settings %+v", c)
+	}
+	if cfg, err := resolve(t, nil, nil); err != nil || cfg.Cluster != nil {
+		t.Fatalf("without NODE_ID: %+v, %v", cfg.Cluster, err)
+	}
+	for name, bad := range map[string][]string{
+		"DATA_PATH beside NODE_ID":     append(slices.Clone(env), "DATA_PATH=/var/lib/lc/locks.wal"),
+		"a raft setting alone":         {"RAFT_DIR=/tmp/x"},
+		"no RAFT_DIR":                  {"NODE_ID=n1", "RAFT_ADDRESS=10.0.0.1:7000"},
+		"a TTL a failover outlasts":    append(slices.Clone(env), "RAFT_ELECTION_TIMEOUT=1s"),
+		"the node not among its peers": {"NODE_ID=n9", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/x", "RAFT_PEERS=n1=10.0.0.1:7000"},
+		"a bad peer":                   {"NODE_ID=n1", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/x", "RAFT_PEERS=n1"},
+	} {
+		if _, err := resolve(t, nil, bad); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := resolve(t, nil, append(slices.Clone(env), "RAFT_ELECTION_TIMEOUT=1s", "SESSION_TTL_MIN=2s")); err != nil {
+		t.Errorf("a TTL above one and a half elections: %v", err)
+	}
+}
+
+// DATA_PATH beside NODE_ID makes lcd exit 2 with one line.
+func TestClusterWithDataPathExits2(t *testing.T) {
+	var stderr bytes.Buffer
+	code := run(context.Background(), nil, []string{"NODE_ID=n1", "RAFT_ADDRESS=127.0.0.1:0", "RAFT_DIR=" + t.TempDir(),
+		"DATA_PATH=" + t.TempDir() + "/locks.wal"}, io.Discard, &stderr)
+	if code != exitUsage || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), "DATA_PATH") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
 }

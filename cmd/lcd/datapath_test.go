@@ -29,6 +29,7 @@ type lcdAddrs struct {
 	Manager string `json:"manager"`
 	Metrics string `json:"metrics"`
 	HTTP    string `json:"http"`
+	Raft    string `json:"raft"` // a node of a cluster's raft port
 }
 
 // lcdLog collects lcd's JSON log and picks the addresses out of its

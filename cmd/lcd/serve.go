@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locking-center/locking-center/cluster"
 	"github.com/locking-center/locking-center/httpapi"
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/metrics"
@@ -25,34 +27,78 @@ import (
 // serve runs the listeners until ctx ends, then shuts down: mutex and
 // management ports first (waiting connections are cut), the HTTP API
 // gracefully (waiting requests are answered 503, requests in flight
-// finish), then the metrics endpoint. When a scraper has been polling at a steady interval, the
-// endpoint keeps serving until its next scrape has completed, so it records
+// finish), then the metrics endpoint. When a scraper has been polling at a
+// steady interval, the endpoint keeps serving until its next scrape has
+// completed, so it records
 // the final state; in-flight scrapes are drained. It waits at most
 // cfg.ShutdownTimeout in all, and not at all when nothing polls it.
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
-	st, err := openStore(cfg, log, reg)
-	if err != nil {
-		return &exitError{code: exitStore, err: err}
+	var (
+		node       *mutex.Node
+		st         store
+		cl         *cluster.Cluster
+		lns        []net.Listener
+		sessionSrv *session.Server
+		err        error
+	)
+	bindings := []binding{
+		{cfg.BindAddress, oneshot.Listen},
+		{cfg.ManagerAddress, listenConfig.Listen},
+		{cfg.MetricsAddress, listenConfig.Listen}}
+	if cfg.HTTPAddress != "" {
+		// TCP keep-alive finds the peers of waiting requests and event
+		// streams that vanished without a word.
+		bindings = append(bindings, binding{cfg.HTTPAddress, (&net.ListenConfig{}).Listen})
 	}
-	defer st.close()
-
-	node := mutex.NewNode(mutex.NodeConfig{Journal: st.journal, Table: st.restored})
+	if cfg.Cluster == nil {
+		if st, err = openStore(cfg, log, reg); err != nil {
+			return &exitError{code: exitStore, err: err}
+		}
+		defer st.close()
+		node = mutex.NewNode(mutex.NodeConfig{Journal: st.journal, Table: st.restored})
+	} else {
+		// A cluster node binds first: its mutex port's address may be the
+		// one it advertises.
+		if lns, err = listenAll(bindings...); err != nil {
+			return &exitError{code: exitRuntime, err: err}
+		}
+		defer closeAll(lns)
+		cc := *cfg.Cluster
+		cc.Logger = log
+		cc.OnLeader = func(leader bool) {
+			if !leader {
+				sessionSrv.LeaderLost()
+			}
+		}
+		if cc.ClientAddress, err = advertised(cc, lns[0].Addr()); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		if cl, err = cluster.New(cc); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		defer cl.Close()
+		node = mutex.NewNode(mutex.NodeConfig{Replicator: cl})
+	}
 	defer node.Close()
 	if err := metrics.Register(reg, node); err != nil {
 		return &exitError{code: exitRuntime, err: fmt.Errorf("register metrics: %w", err)}
 	}
-	sessionSrv, err := session.NewServer(node, session.Config{
+	sessionSrv, err = session.NewServer(node, session.Config{
 		TTL: cfg.SessionTTL, MinTTL: cfg.SessionTTLMin, MaxTTL: cfg.SessionTTLMax, LockDelay: cfg.LockDelay,
 		HeaderTimeout: cfg.HeaderTimeout, ServerID: serverID(), Logger: log,
 	})
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	mutexSrv, err := oneshot.NewServer(node, oneshot.ServerConfig{
+	oneshotCfg := oneshot.ServerConfig{
 		HeaderTimeout: cfg.HeaderTimeout, Logger: log,
 		Handoff: &oneshot.Handoff{First: session.Preface[0], Serve: sessionSrv.Serve},
-	})
+	}
+	if cl != nil {
+		oneshotCfg.Forward = cl.Forward
+	}
+	mutexSrv, err := oneshot.NewServer(node, oneshotCfg)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
@@ -66,12 +112,27 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	mux.Handle("/metrics", scrapes.wrap(promHandler))
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: metricsIdleTimeout}
 
-	bindings := []binding{
-		{cfg.BindAddress, oneshot.Listen},
-		{cfg.ManagerAddress, listenConfig.Listen},
-		{cfg.MetricsAddress, listenConfig.Listen},
+	attrs := []any{slog.String("version", version)}
+	if cl != nil {
+		mux.Handle("/cluster", clusterStatus(cl))
+		if err := cl.Start(node); err != nil {
+			code := exitStore
+			var oe *net.OpError
+			if errors.As(err, &oe) {
+				code = exitRuntime
+			}
+			return &exitError{code: code, err: err}
+		}
+		attrs = append(attrs, slog.String("node_id", cfg.Cluster.NodeID),
+			slog.String("raft", cl.RaftAddr().String()), slog.String("raft_dir", cfg.Cluster.Dir))
+	} else {
+		if lns, err = listenAll(bindings...); err != nil {
+			return &exitError{code: exitRuntime, err: err}
+		}
+		attrs = append(attrs, slog.String("data_path", cfg.DataPath), slog.Int("restored_keys", restoredKeys(st.restored)))
 	}
 	var api *httpapi.Server
+	httpAddr := "off"
 	if cfg.HTTPAddress != "" {
 		if api, err = httpapi.New(node, httpapi.Config{
 			SessionTTL: cfg.HTTPSessionTTL, LockDelay: cfg.LockDelay, HeaderTimeout: cfg.HeaderTimeout,
@@ -80,25 +141,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return &exitError{code: exitUsage, err: err}
 		}
 		defer api.Close()
-		// TCP keep-alive finds the peers of waiting requests and event
-		// streams that vanished without a word.
-		bindings = append(bindings, binding{cfg.HTTPAddress, (&net.ListenConfig{}).Listen})
-	}
-	lns, err := listenAll(bindings...)
-	if err != nil {
-		return &exitError{code: exitRuntime, err: err}
-	}
-	httpAddr := "off"
-	if api != nil {
 		httpAddr = lns[3].Addr().String()
 	}
-	log.Info("lcd started", slog.String("version", version),
+	log.Info("lcd started", append(attrs,
 		slog.String("mutex", lns[0].Addr().String()),
 		slog.String("manager", lns[1].Addr().String()),
 		slog.String("metrics", lns[2].Addr().String()),
-		slog.String("http", httpAddr),
-		slog.String("data_path", cfg.DataPath),
-		slog.Int("restored_keys", restoredKeys(st.restored)))
+		slog.String("http", httpAddr))...)
 
 	g, gctx := errgroup.WithContext(ctx)
 	// A signal can close a server before its Serve has started; that is a
@@ -126,6 +175,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		sessionSrv.Close()
 		mutexSrv.Close()
 		managerSrv.Close()
+		if cl != nil {
+			if err := cl.Close(); err != nil {
+				log.Warn("stopping the cluster node", slog.Any("error", err))
+			}
+		}
 		drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 		defer cancel()
 		if api != nil {
@@ -189,6 +243,41 @@ func listenAll(bs ...binding) ([]net.Listener, error) {
 		lns = append(lns, ln)
 	}
 	return lns, nil
+}
+
+// closeAll closes every listener of lns; a server's Serve closes its own
+// too, so a second close is harmless.
+func closeAll(lns []net.Listener) {
+	for _, l := range lns {
+		l.Close()
+	}
+}
+
+// advertised returns the client address a cluster node advertises: the
+// one configured (ADVERTISE_ADDRESS, or the node's RAFT_PEERS entry), else
+// the mutex port's bound address when it names a host.
+func advertised(cc cluster.Config, bound net.Addr) (string, error) {
+	if cc.ClientAddress != "" {
+		return cc.ClientAddress, nil
+	}
+	for _, p := range cc.Peers {
+		if p.ID == cc.NodeID && p.ClientAddress != "" {
+			return p.ClientAddress, nil
+		}
+	}
+	if a, ok := bound.(*net.TCPAddr); ok && !a.IP.IsUnspecified() {
+		return a.String(), nil
+	}
+	return "", fmt.Errorf("BIND_ADDRESS %s names no host: set ADVERTISE_ADDRESS to the address clients reach this node at", bound)
+}
+
+// clusterStatus serves GET /cluster: the node's view of its cluster as
+// JSON (cluster.Status); ?digest adds the digest of its table.
+func clusterStatus(cl *cluster.Cluster) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(cl.Status(r.URL.Query().Has("digest")))
+	})
 }
 
 // store is what a DATA_PATH brings to the table: the journal to write to,

@@ -1,0 +1,12 @@
+package lockingcenter
+
+import "time"
+
+// WithClock makes a session read the time and set the timers of its own
+// deadlines through c, so that tests move time by hand.
+func WithClock(c interface {
+	Now() time.Time
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}) SessionOption {
+	return sessionOption(func(cfg *sessionConfig) { cfg.clock = c })
+}

@@ -1,0 +1,515 @@
+package cluster
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/locking-center/locking-center/mutex"
+	"github.com/locking-center/locking-center/store"
+	"go.etcd.io/bbolt"
+)
+
+// Log attribute keys.
+const (
+	logComponent = "component"
+	logIndex     = "index"
+	logKeys      = "keys"
+	logError     = "error"
+	logNode      = "node"
+	logLeader    = "leader"
+	logTerm      = "term"
+	logDir       = "dir"
+)
+
+// Files in Config.Dir.
+const (
+	boltFile     = "raft.db"
+	snapshotsDir = "snapshots"
+)
+
+// Errors of the package.
+var (
+	// ErrLocked: another process has Config.Dir open.
+	ErrLocked = errors.New("cluster: the raft directory is in use by another process")
+	// ErrClosed: the cluster node was closed.
+	ErrClosed = errors.New("cluster: closed")
+)
+
+// transportPool and transportTimeout configure raft's TCP transport: the
+// connections kept per peer, and the I/O deadline of one RPC.
+const (
+	transportPool    = 3
+	transportTimeout = 10 * time.Second
+)
+
+// boltOpenTimeout bounds the wait for raft.db's file lock.
+const boltOpenTimeout = time.Second
+
+// Cluster is this process's node of a raft cluster: the mutex.Replicator
+// of a mutex.Node, and the raft instance, log store and snapshots behind
+// it. New, then mutex.NewNode with the Cluster as its Replicator, then
+// Start; Close at the end.
+type Cluster struct {
+	cfg   Config
+	log   *slog.Logger
+	node  *mutex.Node
+	fsm   *fsm
+	raft  *raft.Raft
+	store *raftboltdb.BoltStore
+	trans *raft.NetworkTransport
+	// raftAddr is the address the raft port listens on.
+	raftAddr net.Addr
+
+	ready     atomic.Bool // the leader's restart applied in this term
+	quit      chan struct{}
+	done      chan struct{} // the leadership loop ended
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New checks cfg and returns a Cluster that has opened nothing yet.
+// Errors: those of cfg.Validate.
+func New(cfg Config) (*Cluster, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Cluster{cfg: cfg, log: log.With(slog.String(logNode, cfg.NodeID)), quit: make(chan struct{}),
+		done: make(chan struct{})}, nil
+}
+
+// Start opens Config.Dir (raft.db, the log and stable store, and
+// snapshots/), binds the raft transport, starts raft over n and, when the
+// directory held no state and peers are given, bootstraps a cluster of
+// them. Raft restores the latest snapshot into n before Start returns and
+// applies the log after it as it learns what is committed. Errors: ErrLocked, or
+// the error of a file, of the bind, or of raft.
+func (c *Cluster) Start(n *mutex.Node) error {
+	c.node = n
+	c.fsm = newFSM(n, c.log)
+	for _, p := range c.cfg.Peers {
+		c.fsm.seeded[p.ID] = p
+	}
+	c.fsm.seeded[c.cfg.NodeID] = Peer{ID: c.cfg.NodeID, RaftAddress: c.cfg.RaftAdvertise, ClientAddress: c.cfg.ClientAddress}
+	if err := os.MkdirAll(filepath.Join(c.cfg.Dir, snapshotsDir), 0o750); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	var err error
+	c.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(c.cfg.Dir, boltFile),
+		BoltOptions: &bbolt.Options{Timeout: boltOpenTimeout}})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return fmt.Errorf("%w: %s", ErrLocked, c.cfg.Dir)
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: open %s: %w", filepath.Join(c.cfg.Dir, boltFile), err)
+	}
+	hl := newHCLogger(c.log)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.cfg.Dir, DefaultRetainSnapshots, hl.Named("snapshots"))
+	if err != nil {
+		c.store.Close()
+		return fmt.Errorf("cluster: snapshots in %s: %w", c.cfg.Dir, err)
+	}
+	advertise, err := resolveTCP(c.cfg.RaftAdvertise)
+	if err != nil {
+		c.store.Close()
+		return err
+	}
+	ln := c.cfg.RaftListener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", c.cfg.RaftBind); err != nil {
+			c.store.Close()
+			return fmt.Errorf("cluster: raft port: %w", err)
+		}
+	}
+	c.raftAddr = ln.Addr()
+	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: &tcpStream{Listener: ln, advertise: advertise, dial: c.dialAddress},
+		Logger: hl.Named("transport"), MaxPool: transportPool, Timeout: transportTimeout})
+	rc := c.raftConfig(hl)
+	existing, err := raft.HasExistingState(c.store, c.store, snaps)
+	if err != nil {
+		c.release()
+		return fmt.Errorf("cluster: read %s: %w", c.cfg.Dir, err)
+	}
+	c.raft, err = raft.NewRaft(rc, c.fsm, c.store, c.store, snaps, c.trans)
+	if err != nil {
+		c.release()
+		return fmt.Errorf("cluster: start raft: %w", err)
+	}
+	switch {
+	case existing:
+		c.log.Info("raft state found, rejoining the cluster", slog.String(logDir, c.cfg.Dir),
+			slog.Uint64(logIndex, c.raft.LastIndex()))
+	case len(c.cfg.Peers) == 0:
+		c.log.Warn("no raft state and no peers: waiting to be added to a cluster", slog.String(logDir, c.cfg.Dir))
+	default:
+		var servers []raft.Server
+		for _, p := range c.cfg.Peers {
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID),
+				Address: raft.ServerAddress(p.RaftAddress)})
+		}
+		if err := c.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil &&
+			!errors.Is(err, raft.ErrCantBootstrap) {
+			c.raft.Shutdown().Error()
+			c.release()
+			return fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+		c.log.Info("bootstrapped a new cluster", slog.Int("peers", len(servers)))
+	}
+	go c.watchLeadership()
+	return nil
+}
+
+// raftConfig returns raft's configuration from c's. Heartbeat and
+// election timeouts are the election timeout; the leader's lease is half
+// of it.
+func (c *Cluster) raftConfig(hl hclog.Logger) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.cfg.NodeID)
+	rc.HeartbeatTimeout = c.cfg.ElectionTimeout
+	rc.ElectionTimeout = c.cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.cfg.ElectionTimeout / 2
+	rc.SnapshotThreshold = c.cfg.SnapshotThreshold
+	rc.SnapshotInterval = c.cfg.SnapshotInterval
+	rc.TrailingLogs = c.cfg.TrailingLogs
+	rc.BatchApplyCh = true
+	rc.Logger = hl
+	return rc
+}
+
+// release closes the transport and the store, after a failed Start or at
+// Close.
+func (c *Cluster) release() error {
+	var errs []error
+	if c.trans != nil {
+		errs = append(errs, c.trans.Close())
+	}
+	if c.store != nil {
+		errs = append(errs, c.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Close hands leadership to another node when this one leads (so that a
+// rolling restart costs no election timeout), stops raft, and closes the
+// transport and the store. It is safe to call more than once.
+func (c *Cluster) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.quit)
+		if c.raft == nil {
+			c.closeErr = c.release()
+			return
+		}
+		if c.raft.State() == raft.Leader {
+			if err := c.raft.LeadershipTransfer().Error(); err != nil {
+				c.log.Info("leadership not handed over before stopping", slog.Any(logError, err))
+			}
+		}
+		err := c.raft.Shutdown().Error()
+		<-c.done
+		c.closeErr = errors.Join(err, c.release())
+	})
+	return c.closeErr
+}
+
+// --- mutex.Replicator ---
+
+// notLeader returns mutex.ErrNotLeader, with raft's reason when there is
+// one.
+func notLeader(err error) error {
+	if err == nil {
+		return mutex.ErrNotLeader
+	}
+	return fmt.Errorf("%w: %w", mutex.ErrNotLeader, err)
+}
+
+// Propose appends c to the raft log. The wait returns once c has been
+// committed and applied here, or with an error wrapping
+// mutex.ErrNotLeader (this node does not lead, lost its leadership before
+// c committed, or is shutting down).
+func (c *Cluster) Propose(cmd *mutex.Command) (wait func() error) {
+	if c.raft == nil {
+		return func() error { return mutex.ErrNotLeader }
+	}
+	f := c.raft.Apply(appendCommandEntry(nil, cmd), c.cfg.ApplyTimeout)
+	return func() error {
+		if err := f.Error(); err != nil {
+			return notLeader(err)
+		}
+		return nil
+	}
+}
+
+// VerifyLeader returns nil once a quorum has confirmed that this node
+// still leads, and an error wrapping mutex.ErrNotLeader otherwise.
+func (c *Cluster) VerifyLeader() error {
+	if c.raft == nil {
+		return mutex.ErrNotLeader
+	}
+	if err := c.raft.VerifyLeader().Error(); err != nil {
+		return notLeader(err)
+	}
+	return nil
+}
+
+// Linearize returns once this node's table reflects every command
+// committed before the call: it notes raft's commit index, confirms with a
+// quorum that it still leads, and waits until the entries up to that index
+// have applied here (the read-index recipe, with no entry written). A
+// leader serves reads only once its restart applied in its term, as raft's
+// commit index is known to be current only from then. Errors: wrapping
+// mutex.ErrNotLeader.
+func (c *Cluster) Linearize() error {
+	if c.raft == nil || !c.ready.Load() {
+		return mutex.ErrNotLeader
+	}
+	idx := c.raft.CommitIndex()
+	if err := c.VerifyLeader(); err != nil {
+		return err
+	}
+	return c.waitApplied(idx, c.cfg.ApplyTimeout)
+}
+
+// appliedRecheck is how often waitApplied looks again at raft's progress
+// when no entry applies: entries the state machine never sees (raft's
+// no-op and barriers) move the commit index without an apply.
+const appliedRecheck = 5 * time.Millisecond
+
+// errApplyTimeout: the entries did not apply in time.
+var errApplyTimeout = errors.New("cluster: entries not applied in time")
+
+// waitApplied waits until every entry up to idx that the state machine
+// sees has applied here, for at most d.
+func (c *Cluster) waitApplied(idx uint64, d time.Duration) error {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		next := c.fsm.changed()
+		if c.appliedThrough(idx) {
+			return nil
+		}
+		select {
+		case <-next:
+		case <-time.After(appliedRecheck):
+		case <-deadline.C:
+			return notLeader(errApplyTimeout)
+		case <-c.quit:
+			return notLeader(ErrClosed)
+		}
+	}
+}
+
+// appliedThrough reports whether every entry up to idx that the state
+// machine sees has applied: the last applied is at idx or beyond, or raft
+// has handed on everything up to idx and none of the entries after the
+// last applied is a command.
+func (c *Cluster) appliedThrough(idx uint64) bool {
+	a := c.fsm.applied.Load()
+	if a >= idx {
+		return true
+	}
+	if c.raft.AppliedIndex() < idx {
+		return false
+	}
+	for i := a + 1; i <= idx; i++ {
+		var l raft.Log
+		if err := c.store.GetLog(i, &l); err != nil || l.Type == raft.LogCommand {
+			return false
+		}
+	}
+	return true
+}
+
+// Leader returns the client address of the cluster's leader, "" when none
+// is known.
+func (c *Cluster) Leader() string {
+	if c.raft == nil {
+		return ""
+	}
+	_, id := c.raft.LeaderWithID()
+	if id == "" {
+		return ""
+	}
+	p, _ := c.fsm.member(string(id))
+	return p.ClientAddress
+}
+
+// --- leadership ---
+
+// watchLeadership follows raft's leadership of this node and tells the
+// node: SetLeader(true) once the log before this term has applied here
+// (a barrier), SetLeader(false) as soon as the leadership is lost, and
+// both when it was lost and won again unseen (the term changed).
+func (c *Cluster) watchLeadership() {
+	defer close(c.done)
+	leading := false
+	var term uint64
+	for {
+		select {
+		case <-c.raft.LeaderCh():
+		case <-c.quit:
+			if leading {
+				c.stepDown()
+			}
+			return
+		}
+		isLeader, now := c.raft.State() == raft.Leader, c.raft.CurrentTerm()
+		if leading && (!isLeader || now != term) {
+			c.stepDown()
+			leading = false
+		}
+		if !leading && isLeader {
+			term = now
+			leading = c.takeOver(term)
+		}
+	}
+}
+
+// takeOver makes this node's Node the leader of term and reports whether
+// it did: it waits for a barrier (every entry of earlier terms applied
+// here), then SetLeader(true), then records this node's client address in
+// the log when the log has another or none.
+func (c *Cluster) takeOver(term uint64) bool {
+	for {
+		err := c.raft.Barrier(c.cfg.ApplyTimeout).Error()
+		if err == nil {
+			break
+		}
+		if c.raft.State() != raft.Leader || c.raft.CurrentTerm() != term {
+			return false
+		}
+		select {
+		case <-c.quit:
+			return false
+		case <-time.After(c.cfg.ElectionTimeout / 10):
+		}
+	}
+	c.node.SetLeader(true)
+	c.ready.Store(true)
+	c.log.Info("leading the cluster", slog.Uint64(logTerm, term), slog.Uint64(logIndex, c.raft.LastIndex()))
+	c.recordMembers()
+	if c.cfg.OnLeader != nil {
+		c.cfg.OnLeader(true)
+	}
+	return true
+}
+
+// stepDown tells the node it no longer leads.
+func (c *Cluster) stepDown() {
+	c.ready.Store(false)
+	c.node.SetLeader(false)
+	c.log.Info("no longer leading the cluster", slog.String(logLeader, c.Leader()))
+	if c.cfg.OnLeader != nil {
+		c.cfg.OnLeader(false)
+	}
+}
+
+// recordMembers writes a member entry for this node when the log records
+// other addresses for it, and for each peer of the bootstrap configuration
+// that the log records none for.
+func (c *Cluster) recordMembers() {
+	want := []Peer{{ID: c.cfg.NodeID, RaftAddress: c.cfg.RaftAdvertise, ClientAddress: c.cfg.ClientAddress}}
+	for _, p := range c.cfg.Peers {
+		if p.ID != c.cfg.NodeID {
+			want = append(want, p)
+		}
+	}
+	var futures []raft.ApplyFuture
+	for i, p := range want {
+		if r, ok := c.fsm.logged(p.ID); ok && (i > 0 || r == p) {
+			continue
+		}
+		futures = append(futures, c.raft.Apply(memberEntry(p), c.cfg.ApplyTimeout))
+	}
+	for _, f := range futures {
+		if err := f.Error(); err != nil {
+			c.log.Warn("member not recorded", slog.Any(logError, err))
+		}
+	}
+}
+
+// --- status ---
+
+// Status is what a node reports of itself and its cluster.
+type Status struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`     // Leader, Follower, Candidate or Shutdown
+	Ready    bool   `json:"ready"`     // a leader whose restart applied: it serves
+	Leader   string `json:"leader"`    // the leader's client address; "" when none is known
+	LeaderID string `json:"leader_id"` // the leader's node id
+	Term     uint64 `json:"term"`
+	// LastIndex is the last entry in this node's log; CommitIndex the last
+	// it knows committed; AppliedIndex the last applied to its table.
+	LastIndex    uint64 `json:"last_index"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Members      []Peer `json:"members"`
+	// Digest is the SHA-256 of the table's snapshot records at
+	// AppliedIndex, when asked for: two nodes at one applied index with
+	// one digest hold the same table.
+	Digest string `json:"digest,omitempty"`
+	Keys   int    `json:"keys"`
+}
+
+// Status returns this node's view of the cluster; with digest, the table's
+// digest too, which costs a copy of the table.
+func (c *Cluster) Status(digest bool) Status {
+	_, id := c.raft.LeaderWithID()
+	st := Status{ID: c.cfg.NodeID, State: c.raft.State().String(), Ready: c.ready.Load(), Leader: c.Leader(),
+		LeaderID: string(id), Term: c.raft.CurrentTerm(), LastIndex: c.raft.LastIndex(),
+		CommitIndex: c.raft.CommitIndex(), Members: c.fsm.memberList(true)}
+	if !digest {
+		st.AppliedIndex = c.fsm.applied.Load()
+		st.Keys = c.node.Len()
+		return st
+	}
+	c.fsm.mu.Lock()
+	st.AppliedIndex = c.fsm.applied.Load()
+	t := copyTable(c.node)
+	c.fsm.mu.Unlock()
+	st.Keys = t.Len()
+	st.Digest = TableDigest(t)
+	return st
+}
+
+// TableDigest returns the hex SHA-256 of t's snapshot records.
+func TableDigest(t *mutex.Table) string {
+	h := sha256.New()
+	store.WriteSnapshot(h, t)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// dialAddress returns the address to dial for the raft address addr: the
+// Config.Dial address of the node that has it, or addr.
+func (c *Cluster) dialAddress(addr raft.ServerAddress) string {
+	if len(c.cfg.Dial) > 0 {
+		for _, p := range c.fsm.memberList(true) {
+			if p.RaftAddress == string(addr) {
+				if d, ok := c.cfg.Dial[p.ID]; ok {
+					return d
+				}
+			}
+		}
+	}
+	return string(addr)
+}
+
+// RaftAddr returns the address the raft port listens on, once Start has
+// bound it.
+func (c *Cluster) RaftAddr() net.Addr { return c.raftAddr }

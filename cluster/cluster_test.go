@@ -1,0 +1,315 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/locking-center/locking-center/mutex"
+)
+
+// testNode is one node of an in-process cluster.
+type testNode struct {
+	id      string
+	cfg     Config
+	c       *Cluster
+	n       *mutex.Node
+	leading atomic.Bool   // OnLeader's last call
+	changed chan struct{} // shared by the cluster's nodes: a node's OnLeader was called
+}
+
+// tWriter sends logs to t.Log.
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// newTestCluster starts n nodes on loopback, each in a directory of its
+// own, bootstrapped as one cluster.
+func newTestCluster(t *testing.T, size int) []*testNode {
+	t.Helper()
+	var peers []Peer
+	var lns []net.Listener
+	for i := range size {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddress: ln.Addr().String(),
+			ClientAddress: fmt.Sprintf("client-%d:1", i+1)})
+	}
+	var nodes []*testNode
+	changed := make(chan struct{}, 1)
+	for i, p := range peers {
+		tn := &testNode{id: p.ID, changed: changed}
+		tn.cfg = Config{NodeID: p.ID, RaftBind: p.RaftAddress, RaftListener: lns[i], Dir: t.TempDir(), Peers: peers,
+			ElectionTimeout: 200 * time.Millisecond, Logger: testLogger(t).With("node", p.ID),
+			OnLeader: func(l bool) {
+				tn.leading.Store(l)
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			}}
+		tn.start(t)
+		nodes = append(nodes, tn)
+	}
+	return nodes
+}
+
+// start starts the node on its configuration.
+func (tn *testNode) start(t *testing.T) {
+	t.Helper()
+	c, err := New(tn.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn.c = c
+	tn.n = mutex.NewNode(mutex.NodeConfig{Replicator: c})
+	if err := c.Start(tn.n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tn.stop)
+}
+
+// stop closes the node; it is safe to call more than once.
+func (tn *testNode) stop() {
+	tn.c.Close()
+	tn.n.Close()
+}
+
+// restart stops the node and starts it again on its directory and port.
+func (tn *testNode) restart(t *testing.T) {
+	t.Helper()
+	tn.stop()
+	tn.cfg.RaftListener = nil
+	tn.start(t)
+}
+
+// awaitLeader returns the node of nodes that says it leads, once one does
+// and is ready to serve.
+func awaitLeader(t *testing.T, nodes []*testNode) *testNode {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		for _, tn := range nodes {
+			if tn.leading.Load() {
+				return tn
+			}
+		}
+		select {
+		case <-nodes[0].changed:
+		case <-timeout:
+			t.Fatal("no leader within 30s")
+		}
+	}
+}
+
+// exportOf returns the node's table as records.
+func exportOf(n *mutex.Node) []mutex.Record {
+	var out []mutex.Record
+	n.Export(func(r *mutex.Record) { out = append(out, *r) })
+	return out
+}
+
+// converge waits until every node has applied the leader's commit index
+// and checks that all hold the leader's table.
+func converge(t *testing.T, lead *testNode, nodes []*testNode) {
+	t.Helper()
+	idx := lead.c.raft.CommitIndex()
+	want := exportOf(lead.n)
+	for _, tn := range nodes {
+		if err := tn.c.waitApplied(idx, 30*time.Second); err != nil {
+			t.Fatalf("%s did not apply %d: %v", tn.id, idx, err)
+		}
+		if got := exportOf(tn.n); !slices.Equal(got, want) {
+			t.Fatalf("%s differs from the leader:\n got %+v\nwant %+v", tn.id, got, want)
+		}
+	}
+}
+
+// Three nodes elect a leader that serves; followers refuse, name the
+// leader's client address and hold the same table; tokens carry the log's
+// positions; a restarted follower reads its state back from its snapshot
+// and its log; the leader's departure elects another, which keeps the
+// locks and sessions.
+func TestCluster(t *testing.T) {
+	nodes := newTestCluster(t, 3)
+	lead := awaitLeader(t, nodes)
+	g, _, err := lead.n.TryLock(mutex.Claim{Key: "k", Source: "v1", RemoteAddr: "10.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Token>>mutex.TokenShift == 0 {
+		t.Fatalf("token %#x does not carry the entry's position", g.Token)
+	}
+	if err := lead.n.Linearize(); err != nil {
+		t.Fatalf("the leader's linearized read: %v", err)
+	}
+	live, res, _ := lead.n.OpenSession("svc", 10*time.Second, [mutex.SecretHashLen]byte{1}, "", nil)
+	if live == nil {
+		t.Fatalf("open session: %v", res.Status)
+	}
+	var followers []*testNode
+	for _, tn := range nodes {
+		if tn != lead {
+			followers = append(followers, tn)
+		}
+	}
+	converge(t, lead, nodes)
+	for _, f := range followers {
+		if res, _ := f.n.Apply(mutex.Command{Op: mutex.OpRelease, Key: "k"}); res.Status != mutex.StatusUnavailable {
+			t.Fatalf("%s applied a release: %v", f.id, res.Status)
+		}
+		if err := f.n.Linearize(); !errors.Is(err, mutex.ErrNotLeader) {
+			t.Fatalf("%s's linearized read: %v", f.id, err)
+		}
+		if got, want := f.n.Leader(), lead.c.cfg.ClientAddress; got != want {
+			t.Fatalf("%s names leader %q, want %q", f.id, got, want)
+		}
+	}
+
+	// A follower restarted from a snapshot and the log after it.
+	f := followers[0]
+	if err := f.c.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := lead.n.TryLock(mutex.Claim{Key: "after-snapshot", Source: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	f.restart(t)
+	converge(t, lead, nodes)
+
+	// The leader leaves; another takes over with the same table.
+	lead.stop()
+	next := awaitLeader(t, followers)
+	if s := next.n.Snapshot(); len(s.Sessions) != 1 || len(s.Holders) != 2 {
+		t.Fatalf("after the failover: %d sessions, %d holders", len(s.Sessions), len(s.Holders))
+	}
+	g2, _, err := next.n.TryLock(mutex.Claim{Key: "k2", Source: "v1"})
+	if err != nil || g2.Token <= g.Token {
+		t.Fatalf("token %d after %d (%v)", g2.Token, g.Token, err)
+	}
+	st := next.c.Status(true)
+	if st.State != "Leader" || !st.Ready || st.Digest == "" || st.Leader != next.c.cfg.ClientAddress {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// Entries decode to what was encoded; anything else is refused.
+func TestEntries(t *testing.T) {
+	c := mutex.Command{Op: mutex.OpAcquire, At: time.Unix(0, 1_700_000_000_000_000_001), Key: "k\xff",
+		Source: "s", Proposer: 1 << 63, Proposal: 7}
+	e, err := decodeEntry(appendCommandEntry(nil, &c))
+	if err != nil || e.kind != entryCommand || e.cmd.Proposer != c.Proposer || e.cmd.Proposal != 7 ||
+		e.cmd.Key != c.Key || !e.cmd.At.Equal(c.At) {
+		t.Fatalf("command entry: %+v, %v", e, err)
+	}
+	p := Peer{ID: "n1", RaftAddress: "10.0.0.1:7000", ClientAddress: "10.0.0.1:22119"}
+	if e, err := decodeEntry(memberEntry(p)); err != nil || e.kind != entryMember || e.member != p {
+		t.Fatalf("member entry: %+v, %v", e, err)
+	}
+	for _, b := range [][]byte{nil, {0}, {entryCommand}, {entryCommand, 1}, {entryCommand, 1, 1, 'x'},
+		{entryMember, '{', '}'}, {9, 1}} {
+		if _, err := decodeEntry(b); !errors.Is(err, errEntry) {
+			t.Fatalf("%q: %v", b, err)
+		}
+	}
+}
+
+// A snapshot stream reads back to its header and table; a cut one is
+// refused.
+func TestSnapshotStream(t *testing.T) {
+	tb := mutex.NewTable()
+	tb.Apply(&mutex.Command{Op: mutex.OpAcquire, At: time.Unix(5, 0), Key: "a", Source: "s", Floor: 1 << 20})
+	h := snapshotHeader{Format: snapshotFormat, Index: 42, Members: []memberJSON{{ID: "n1", Raft: "r:1", Client: "c:1"}}}
+	var buf bytes.Buffer
+	if err := writeSnapshot(&buf, &h, tb); err != nil {
+		t.Fatal(err)
+	}
+	gh, gt, err := readSnapshot(bytes.NewReader(buf.Bytes()))
+	if err != nil || gh.Index != 42 || len(gh.Members) != 1 || TableDigest(gt) != TableDigest(tb) {
+		t.Fatalf("read back %+v, %v", gh, err)
+	}
+	for cut := range buf.Len() {
+		if cut == 0 {
+			continue
+		}
+		if _, _, err := readSnapshot(io.LimitReader(bytes.NewReader(buf.Bytes()), int64(cut))); err == nil {
+			t.Fatalf("a stream cut at %d of %d was taken", cut, buf.Len())
+		}
+	}
+}
+
+// A copy of one node's newest snapshot directory, put into empty raft
+// directories of every node, brings the cluster back: the nodes restore
+// the table and the configuration from it, elect a leader, and go on
+// with tokens above the backup's.
+func TestRestoreFromSnapshot(t *testing.T) {
+	nodes := newTestCluster(t, 3)
+	lead := awaitLeader(t, nodes)
+	var top uint64
+	for i := range 5 {
+		g, _, err := lead.n.TryLock(mutex.Claim{Key: fmt.Sprint("k", i), Source: "v1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		top = max(top, g.Token)
+	}
+	if err := lead.c.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	holders := func(n *mutex.Node) []mutex.Record {
+		var out []mutex.Record
+		for _, r := range exportOf(n) {
+			if r.Kind == mutex.RecordHolder {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	want := holders(lead.n)
+	snaps, err := os.ReadDir(filepath.Join(lead.cfg.Dir, snapshotsDir))
+	if err != nil || len(snaps) == 0 {
+		t.Fatalf("no snapshot in %s: %v", lead.cfg.Dir, err)
+	}
+	backup := filepath.Join(lead.cfg.Dir, snapshotsDir, snaps[len(snaps)-1].Name())
+	for _, tn := range nodes {
+		tn.stop()
+	}
+	for _, tn := range nodes {
+		dir := t.TempDir()
+		dst := filepath.Join(dir, snapshotsDir, filepath.Base(backup))
+		if err := os.CopyFS(dst, os.DirFS(backup)); err != nil {
+			t.Fatal(err)
+		}
+		tn.cfg.Dir, tn.cfg.RaftListener = dir, nil
+		tn.start(t)
+	}
+	lead = awaitLeader(t, nodes)
+	if got := holders(lead.n); !slices.Equal(got, want) {
+		t.Fatalf("restored holders:\n got %+v\nwant %+v", got, want)
+	}
+	g, _, err := lead.n.TryLock(mutex.Claim{Key: "after", Source: "v1"})
+	if err != nil || g.Token <= top {
+		t.Fatalf("token %d after restoring %d (%v)", g.Token, top, err)
+	}
+	converge(t, lead, nodes)
+}

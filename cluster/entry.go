@@ -1,0 +1,134 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/locking-center/locking-center/mutex"
+	"github.com/locking-center/locking-center/store"
+)
+
+// The kinds of entry this package writes to the raft log; see doc.go.
+const (
+	entryCommand byte = 1
+	entryMember  byte = 2
+)
+
+// errEntry: an entry that is not one this package wrote.
+var errEntry = errors.New("cluster: bad log entry")
+
+// entry is one decoded entry.
+type entry struct {
+	kind   byte
+	cmd    mutex.Command
+	member Peer
+}
+
+// appendCommandEntry appends the entry of c to b.
+func appendCommandEntry(b []byte, c *mutex.Command) []byte {
+	b = append(b, entryCommand)
+	b = binary.AppendUvarint(b, c.Proposer)
+	b = binary.AppendUvarint(b, c.Proposal)
+	return store.AppendCommand(b, c)
+}
+
+// memberJSON is a member entry's payload.
+type memberJSON struct {
+	ID     string `json:"id"`
+	Raft   string `json:"raft"`
+	Client string `json:"client"`
+}
+
+// memberEntry returns the entry that records p.
+func memberEntry(p Peer) []byte {
+	b, _ := json.Marshal(memberJSON{ID: p.ID, Raft: p.RaftAddress, Client: p.ClientAddress})
+	return append([]byte{entryMember}, b...)
+}
+
+// decodeEntry decodes an entry. Errors: errEntry, wrapping the reason.
+func decodeEntry(b []byte) (entry, error) {
+	if len(b) == 0 {
+		return entry{}, fmt.Errorf("%w: empty", errEntry)
+	}
+	switch b[0] {
+	case entryCommand:
+		rest := b[1:]
+		proposer, n := binary.Uvarint(rest)
+		if n <= 0 {
+			return entry{}, fmt.Errorf("%w: proposer", errEntry)
+		}
+		rest = rest[n:]
+		proposal, n := binary.Uvarint(rest)
+		if n <= 0 {
+			return entry{}, fmt.Errorf("%w: proposal", errEntry)
+		}
+		c, err := store.DecodeCommand(rest[n:])
+		if err != nil {
+			return entry{}, fmt.Errorf("%w: %w", errEntry, err)
+		}
+		c.Proposer, c.Proposal = proposer, proposal
+		return entry{kind: entryCommand, cmd: c}, nil
+	case entryMember:
+		var m memberJSON
+		if err := json.Unmarshal(b[1:], &m); err != nil || m.ID == "" {
+			return entry{}, fmt.Errorf("%w: member: %v", errEntry, err)
+		}
+		return entry{kind: entryMember, member: Peer{ID: m.ID, RaftAddress: m.Raft, ClientAddress: m.Client}}, nil
+	}
+	return entry{}, fmt.Errorf("%w: kind %d", errEntry, b[0])
+}
+
+// snapshotFormat is the version of the snapshot header.
+const snapshotFormat = 1
+
+// maxHeader bounds a snapshot header, in bytes.
+const maxHeader = 16 << 20
+
+// snapshotHeader leads a snapshot: the position of the last entry it
+// holds, the members the log had recorded by then, and the size of the
+// table's records that follow.
+type snapshotHeader struct {
+	Format  int          `json:"format"`
+	Index   uint64       `json:"index"`
+	Members []memberJSON `json:"members"`
+	Bytes   int64        `json:"bytes"`
+}
+
+// writeHeader writes h as a 4-byte big-endian length and its JSON.
+func writeHeader(w io.Writer, h *snapshotHeader) error {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	b = append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
+	_, err = w.Write(b)
+	return err
+}
+
+// readHeader reads what writeHeader wrote. Errors: store.ErrBadSnapshot,
+// wrapping the reason, or r's.
+func readHeader(r io.Reader) (snapshotHeader, error) {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return snapshotHeader{}, fmt.Errorf("%w: header: %w", store.ErrBadSnapshot, err)
+	}
+	size := binary.BigEndian.Uint32(n[:])
+	if size > maxHeader {
+		return snapshotHeader{}, fmt.Errorf("%w: header of %d bytes", store.ErrBadSnapshot, size)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return snapshotHeader{}, fmt.Errorf("%w: header: %w", store.ErrBadSnapshot, err)
+	}
+	var h snapshotHeader
+	if err := json.Unmarshal(b, &h); err != nil {
+		return snapshotHeader{}, fmt.Errorf("%w: header: %w", store.ErrBadSnapshot, err)
+	}
+	if h.Format != snapshotFormat {
+		return snapshotHeader{}, fmt.Errorf("%w: format %d, want %d", store.ErrBadSnapshot, h.Format, snapshotFormat)
+	}
+	return h, nil
+}

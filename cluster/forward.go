@@ -1,0 +1,92 @@
+package cluster
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// forwardRetry is how often Forward looks again for a leader while none
+// is known, or dialling it failed.
+const forwardRetry = 20 * time.Millisecond
+
+// Forward serves a v1 connection of the mutex port that reached this node
+// while it does not lead (oneshot.ServerConfig.Forward): got holds the
+// bytes read so far. It dials the leader's mutex port, writes got, and
+// then copies bytes both ways, unchanged, until both sides have ended, so
+// that an unmodified client behind any node's address is served by the
+// leader. How each side ends is passed on: a clean end of stream as a
+// half-close (a parked client that leaves withdraws its request; a
+// granted client that closes keeps its grant), a reset as a reset (a '+'
+// the client never read passes the key on, as it does without a proxy).
+//
+// It waits for a leader, and retries a dial that fails, for at most
+// Config.ForwardTimeout; then it returns with the connection unanswered,
+// and the client asks again. It returns false, having read and written
+// nothing, when this node has become the leader meanwhile: the caller
+// serves the request itself.
+func (c *Cluster) Forward(conn net.Conn, got []byte) bool {
+	deadline := time.Now().Add(c.cfg.ForwardTimeout)
+	for {
+		if c.node.IsLeader() {
+			return false
+		}
+		if addr := c.Leader(); addr != "" && addr != c.cfg.ClientAddress {
+			up, err := net.DialTimeout("tcp", addr, max(time.Until(deadline), forwardRetry))
+			if err == nil {
+				proxy(conn, up, got)
+				return true
+			}
+			c.log.Debug("dialling the leader failed", slog.String(logLeader, addr), slog.Any(logError, err))
+		}
+		if time.Now().After(deadline) {
+			c.log.Debug("no leader to forward to", slog.String("remote", conn.RemoteAddr().String()))
+			return true
+		}
+		select {
+		case <-time.After(forwardRetry):
+		case <-c.quit:
+			return true
+		}
+	}
+}
+
+// proxy writes got to up, then copies each way until both have ended, and
+// closes up.
+func proxy(client, up net.Conn, got []byte) {
+	defer up.Close()
+	if _, err := up.Write(got); err != nil {
+		abort(client)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { pipe(up, client) })
+	pipe(client, up)
+	wg.Wait()
+}
+
+// pipe copies src to dst until src ends: a clean end is passed on as a
+// half-close of dst, anything else (a reset, a cut) as a reset of dst.
+func pipe(dst, src net.Conn) {
+	_, err := io.Copy(dst, src)
+	if err != nil {
+		abort(dst)
+		return
+	}
+	if tc, ok := dst.(*net.TCPConn); ok {
+		if tc.CloseWrite() == nil {
+			return
+		}
+	}
+	dst.Close()
+}
+
+// abort ends c with a reset.
+func abort(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
+}

@@ -1,0 +1,95 @@
+package cluster
+
+import (
+	"context"
+	"io"
+	"log"
+	"log/slog"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// hclogger hands raft's logs (hclog) to a *slog.Logger. Raft's trace
+// level goes to slog's debug.
+type hclogger struct {
+	l    *slog.Logger
+	name string
+	args []any
+}
+
+func newHCLogger(l *slog.Logger) hclog.Logger { return &hclogger{l: l} }
+
+func slogLevel(level hclog.Level) slog.Level {
+	switch level {
+	case hclog.Trace, hclog.Debug:
+		return slog.LevelDebug
+	case hclog.Warn:
+		return slog.LevelWarn
+	case hclog.Error:
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+func (h *hclogger) Log(level hclog.Level, msg string, args ...any) {
+	lv := slogLevel(level)
+	if !h.l.Enabled(context.Background(), lv) {
+		return
+	}
+	h.l.Log(context.Background(), lv, msg, args...)
+}
+
+func (h *hclogger) Trace(msg string, args ...any) { h.Log(hclog.Trace, msg, args...) }
+func (h *hclogger) Debug(msg string, args ...any) { h.Log(hclog.Debug, msg, args...) }
+func (h *hclogger) Info(msg string, args ...any)  { h.Log(hclog.Info, msg, args...) }
+func (h *hclogger) Warn(msg string, args ...any)  { h.Log(hclog.Warn, msg, args...) }
+func (h *hclogger) Error(msg string, args ...any) { h.Log(hclog.Error, msg, args...) }
+
+func (h *hclogger) enabled(level hclog.Level) bool {
+	return h.l.Enabled(context.Background(), slogLevel(level))
+}
+
+func (h *hclogger) IsTrace() bool { return h.enabled(hclog.Trace) }
+func (h *hclogger) IsDebug() bool { return h.enabled(hclog.Debug) }
+func (h *hclogger) IsInfo() bool  { return h.enabled(hclog.Info) }
+func (h *hclogger) IsWarn() bool  { return h.enabled(hclog.Warn) }
+func (h *hclogger) IsError() bool { return h.enabled(hclog.Error) }
+
+func (h *hclogger) ImpliedArgs() []any { return h.args }
+
+func (h *hclogger) With(args ...any) hclog.Logger {
+	return &hclogger{l: h.l.With(args...), name: h.name, args: append(append([]any(nil), h.args...), args...)}
+}
+
+func (h *hclogger) Name() string { return h.name }
+
+func (h *hclogger) Named(name string) hclog.Logger {
+	if h.name != "" {
+		name = h.name + "." + name
+	}
+	return h.ResetNamed(name)
+}
+
+func (h *hclogger) ResetNamed(name string) hclog.Logger {
+	return &hclogger{l: h.l.With(slog.String(logComponent, name)), name: name, args: h.args}
+}
+
+// SetLevel does nothing: the slog handler decides.
+func (h *hclogger) SetLevel(hclog.Level) {}
+
+func (h *hclogger) GetLevel() hclog.Level {
+	for _, lv := range []hclog.Level{hclog.Debug, hclog.Info, hclog.Warn, hclog.Error} {
+		if h.enabled(lv) {
+			return lv
+		}
+	}
+	return hclog.Off
+}
+
+func (h *hclogger) StandardLogger(opts *hclog.StandardLoggerOptions) *log.Logger {
+	return log.New(h.StandardWriter(opts), "", 0)
+}
+
+func (h *hclogger) StandardWriter(*hclog.StandardLoggerOptions) io.Writer {
+	return slog.NewLogLogger(h.l.Handler(), slog.LevelInfo).Writer()
+}

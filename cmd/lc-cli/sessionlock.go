@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	lockingcenter "github.com/locking-center/locking-center/clients/go"
+	"github.com/spf13/cobra"
+)
+
+// killGrace is how long a command whose lock was lost has between SIGTERM
+// and SIGKILL.
+const killGrace = 10 * time.Second
+
+// sessionLockFlags are the options of `lock KEY -- CMD`, which holds the
+// key through a session of the session protocol.
+type sessionLockFlags struct {
+	TTL       time.Duration // session TTL asked for; 0: the server's default
+	LockDelay time.Duration // lock-delay of the key if the session expires
+	Shared    bool
+	Limit     uint32
+	Priority  int32
+}
+
+func (f *sessionLockFlags) addFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.DurationVar(&f.TTL, "ttl", 0, "with a command: the session's TTL; the key is freed this long after lc-cli dies without a word (0: the server's default, 10s)")
+	fs.DurationVar(&f.LockDelay, "lock-delay", 0, "with a command: keep the key from anyone for this long after a loss by expiry (at most 60s)")
+	fs.BoolVar(&f.Shared, "shared", false, "with a command: hold the key shared, beside other shared holders")
+	fs.Uint32Var(&f.Limit, "limit", 0, "with a command: the key is a semaphore of this many holders (every holder must name the same limit)")
+	fs.Int32Var(&f.Priority, "priority", 0, "with a command: higher is served first among waiters; waiting raises it over time")
+}
+
+// set reports whether any session option was given, for the usage error
+// of a lock without a command.
+func (f *sessionLockFlags) set(cmd *cobra.Command) bool {
+	for _, name := range []string{"ttl", "lock-delay", "shared", "limit", "priority"} {
+		if cmd.Flags().Changed(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// acquireOptions returns the client options of the flags.
+func (f *sessionLockFlags) acquireOptions() []lockingcenter.AcquireOption {
+	var opts []lockingcenter.AcquireOption
+	if f.LockDelay > 0 {
+		opts = append(opts, lockingcenter.WithLockDelay(f.LockDelay))
+	}
+	if f.Shared {
+		opts = append(opts, lockingcenter.Shared())
+	}
+	if f.Limit > 1 {
+		opts = append(opts, lockingcenter.WithLimit(f.Limit))
+	}
+	if f.Priority != 0 {
+		opts = append(opts, lockingcenter.WithPriority(f.Priority))
+	}
+	return opts
+}
+
+// runSessionLock opens a session, waits for the key in it, runs the
+// command with LC_FENCING_TOKEN and LC_LOCK_KEY in its environment, and
+// releases the key when the command ends. A lock lost while the command
+// runs (the session expired, a reset, a lease) stops the command: SIGTERM
+// to its process group, SIGKILL after killGrace; lc-cli then exits 2.
+func runSessionLock(ctx context.Context, opts *lockOptions) error {
+	addr := opts.Client.Addr()
+	what := describe("lock", opts.Key, addr)
+	sessOpts := []lockingcenter.SessionOption{lockingcenter.WithTTL(opts.session.TTL)}
+	for _, o := range opts.clientOptions {
+		sessOpts = append(sessOpts, o)
+	}
+	var sess *lockingcenter.Session
+	err := interruptibly(ctx, opts.Signals, what, func(ctx context.Context) error {
+		var err error
+		sess, err = lockingcenter.NewSession(ctx, addr, sessOpts...)
+		return err
+	}, func() error { return sess.Close() })
+	if err != nil {
+		return asFailure(err)
+	}
+	defer sess.Close()
+
+	var lock *lockingcenter.Lock
+	err = interruptibly(ctx, opts.Signals, what, func(ctx context.Context) error {
+		var err error
+		lock, err = sess.Acquire(ctx, opts.Key, opts.session.acquireOptions()...)
+		return err
+	}, func() error { return lock.Release() })
+	if err != nil {
+		return asFailure(err)
+	}
+
+	opts.Environ = append(append([]string(nil), opts.Environ...),
+		"LC_FENCING_TOKEN="+strconv.FormatUint(lock.Token(), 10),
+		"LC_LOCK_KEY="+opts.Key)
+	code, runErr := runCommand(opts, lock.Done())
+	select {
+	case <-lock.Done():
+		if cause := lock.Cause(); !isReleased(cause) {
+			return failure(fmt.Errorf("%s: %w; the command was stopped", what, cause))
+		}
+	default:
+	}
+	if relErr := lock.Release(); relErr != nil && !isReleased(relErr) {
+		if errors.Is(relErr, os.ErrDeadlineExceeded) {
+			relErr = fmt.Errorf("%s: no answer within %v; the server frees the key once the session's TTL (%v) passes",
+				describe("release", opts.Key, addr), opts.timeout, sess.TTL())
+		}
+		if runErr != nil {
+			relErr = fmt.Errorf("%v; then %w", runErr, relErr)
+		}
+		return failure(relErr)
+	}
+	if err := sess.Close(); err != nil {
+		return failure(fmt.Errorf("close the session of %q: %w (the server frees the key within the session's TTL)", opts.Key, err))
+	}
+	if code == exitOK && runErr == nil {
+		return nil
+	}
+	return &exitError{code: code, err: runErr}
+}
+
+// isReleased reports whether a lock's cause is its own release.
+func isReleased(err error) bool {
+	return err == nil || errors.Is(err, lockingcenter.ErrLockReleased)
+}

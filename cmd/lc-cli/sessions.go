@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/locking-center/locking-center/manager"
+	"github.com/spf13/cobra"
+)
+
+type sessionsOptions struct {
+	Stdout  io.Writer
+	Signals <-chan os.Signal
+	Manager *manager.Client
+}
+
+func newSessionsCommand(f *factory) *cobra.Command {
+	opts := &sessionsOptions{}
+	return &cobra.Command{
+		Use:   "sessions",
+		Short: "List the sessions of the session protocol",
+		Long: `sessions prints the sessions that clients of the session protocol hold
+open, one row each, sorted by id, from the management port:
+
+  ID      the session's id
+  NAME    the name its client gave (its source), printed as keys prints keys
+  REMOTE  the address of its connection, - while none is attached (the
+          client may resume it within its TTL)
+  TTL     how long the server waits for a frame before it expires it
+  IDLE    how long since the server last heard from it
+  HELD    locks it holds
+  PARKED  requests it has waiting
+
+Like every command that does not wait for a key it gives up after
+--timeout.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := f.managerClient()
+			if err != nil {
+				return err
+			}
+			opts.Stdout, opts.Signals, opts.Manager = cmd.OutOrStdout(), f.sys.Signals, m
+			return runSessions(cmd.Context(), opts)
+		},
+	}
+}
+
+func runSessions(ctx context.Context, opts *sessionsOptions) error {
+	m := opts.Manager
+	var ss []manager.Session
+	err := interruptibly(ctx, opts.Signals, "list sessions at "+m.Addr, func(ctx context.Context) (err error) {
+		ss, err = m.Sessions(ctx)
+		return err
+	}, nil)
+	if err != nil {
+		return asFailure(err)
+	}
+	t := table{
+		header: []string{"ID", "NAME", "REMOTE", "TTL", "IDLE", "HELD", "PARKED"},
+		right:  []bool{true, false, false, true, true, true, true},
+	}
+	for _, s := range ss {
+		t.rows = append(t.rows, []string{
+			strconv.FormatUint(s.ID, 10),
+			cell(s.Name),
+			cell(s.RemoteAddr),
+			formatHeld(s.TTL),
+			formatHeld(s.Idle),
+			strconv.Itoa(s.Held),
+			strconv.Itoa(s.Parked),
+		})
+	}
+	_, err = io.WriteString(opts.Stdout, t.String())
+	return err
+}

@@ -1,0 +1,282 @@
+package mutex
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeLog is a replicated log in memory: one ordered list of commands
+// that one goroutine applies to every node, as raft's FSM would.
+type fakeLog struct {
+	mu      sync.Mutex
+	nodes   []*Node
+	leader  int
+	entries []Command
+	applied []chan struct{} // closed once entry i applied on every node
+	work    chan int
+	done    chan struct{}
+}
+
+func newFakeLog(t *testing.T, n int, clock func() time.Time) *fakeLog {
+	l := &fakeLog{work: make(chan int, 1024), done: make(chan struct{})}
+	for i := range n {
+		l.nodes = append(l.nodes, NewNode(NodeConfig{Clock: clock, Replicator: fakeRep{l, i}}))
+	}
+	go func() {
+		defer close(l.done)
+		for i := range l.work {
+			l.mu.Lock()
+			c := l.entries[i]
+			ch := l.applied[i]
+			l.mu.Unlock()
+			for _, n := range l.nodes {
+				cc := c
+				n.ApplyCommitted(&cc, uint64(i+1))
+			}
+			close(ch)
+		}
+	}()
+	t.Cleanup(func() {
+		close(l.work)
+		<-l.done
+		for _, n := range l.nodes {
+			n.Close()
+		}
+	})
+	return l
+}
+
+// elect makes node i the leader.
+func (l *fakeLog) elect(i int) {
+	l.mu.Lock()
+	old := l.leader
+	l.leader = i
+	l.mu.Unlock()
+	l.nodes[old].SetLeader(false)
+	l.nodes[i].SetLeader(true)
+}
+
+type fakeRep struct {
+	l *fakeLog
+	i int
+}
+
+func (r fakeRep) Propose(c *Command) func() error {
+	l := r.l
+	l.mu.Lock()
+	if l.leader != r.i {
+		l.mu.Unlock()
+		return func() error { return ErrNotLeader }
+	}
+	l.entries = append(l.entries, *c)
+	ch := make(chan struct{})
+	l.applied = append(l.applied, ch)
+	i := len(l.entries) - 1
+	l.mu.Unlock()
+	l.work <- i
+	return func() error { <-ch; return nil }
+}
+
+func (r fakeRep) VerifyLeader() error {
+	r.l.mu.Lock()
+	defer r.l.mu.Unlock()
+	if r.l.leader != r.i {
+		return ErrNotLeader
+	}
+	return nil
+}
+
+func (r fakeRep) Linearize() error { return r.VerifyLeader() }
+
+func (r fakeRep) Leader() string { return "node-leader" }
+
+// Three nodes fed by one log hold the same table; tokens follow the log's
+// positions; a follower refuses to change the table; a new leader gives
+// sessions a fresh TTL and withdraws what waited on the old leader's
+// connections.
+func TestReplicatedNodes(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	l := newFakeLog(t, 3, clk.Now)
+	l.elect(0)
+	lead := l.nodes[0]
+	g, _, err := lead.TryLock(Claim{Key: "k", Source: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Token>>TokenShift == 0 || g.Token&(1<<TokenShift-1) != 1 {
+		t.Fatalf("token %#x, want the entry's position shifted, plus one", g.Token)
+	}
+	if res, _ := l.nodes[1].Apply(Command{Op: OpAcquire, Key: "x", Try: true}); res.Status != StatusUnavailable {
+		t.Fatalf("a follower applied a command: %v", res.Status)
+	}
+	r := &route{}
+	sess, res, _ := lead.OpenSession("s", 10*time.Second, [SecretHashLen]byte{}, "", r)
+	if sess == nil {
+		t.Fatalf("open session: %v", res.Status)
+	}
+	if res, _, _ := lead.ApplySession(Command{Op: OpAcquire, Session: sess.ID(), Request: 1, Key: "k"}); res.Status != StatusParked {
+		t.Fatalf("session acquire: %v", res.Status)
+	}
+	woke := make(chan Event, 1)
+	if res, _ := lead.ApplyWake(Command{Op: OpAcquire, Key: "k", Source: "v1b", ConnBound: true}, func(ev Event, _ Pending) { woke <- ev }); res.Status != StatusParked {
+		t.Fatalf("v1 acquire: %v", res.Status)
+	}
+	if _, err := lead.Release("k"); err != nil {
+		t.Fatal(err)
+	}
+	if ev := r.events(); !slices.Equal(ev, []EventKind{EventGranted}) {
+		t.Fatalf("session events %v", ev)
+	}
+	same := func() {
+		t.Helper()
+		var want []Record
+		lead.Export(func(r *Record) { want = append(want, *r) })
+		for i, n := range l.nodes[1:] {
+			var got []Record
+			n.Export(func(r *Record) { got = append(got, *r) })
+			if !slices.Equal(got, want) {
+				t.Fatalf("node %d differs from the leader:\n%+v\n%+v", i+1, got, want)
+			}
+		}
+	}
+	same()
+
+	// Node 1 takes over. The v1 request waited on node 0's connection:
+	// the new leader's restart withdraws it; the session lives on with a
+	// fresh TTL.
+	clk.add(9 * time.Second)
+	l.elect(1)
+	if ev := <-woke; ev.Kind != EventWithdrawn || ev.Reason != ReasonRestart {
+		t.Fatalf("the old leader's v1 waiter: %+v", ev)
+	}
+	clk.add(9 * time.Second) // 18 s since the session was heard from, 9 s since the election
+	l.nodes[1].Advance()
+	if s := l.nodes[1].Snapshot(); len(s.Sessions) != 1 {
+		t.Fatal("the session expired early through the failover")
+	}
+	clk.add(2 * time.Second)
+	l.nodes[1].Advance()
+	if s := l.nodes[1].Snapshot(); len(s.Sessions) != 0 || s.Counters.SessionExpiries != 1 {
+		t.Fatalf("sessions %+v after the new leader's TTL", s.Sessions)
+	}
+	lead = l.nodes[1]
+	same()
+	g2, _, err := lead.TryLock(Claim{Key: "k", Source: "v1"})
+	if err != nil || g2.Token <= g.Token {
+		t.Fatalf("token %d after %d (%v)", g2.Token, g.Token, err)
+	}
+}
+
+// A node that stops being the leader tells its parked v1 requests at once
+// that they were withdrawn, without waiting for a new leader's restart:
+// their clients ask again elsewhere.
+func TestReplicatedStepDownWithdrawsWaiters(t *testing.T) {
+	clk := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	l := newFakeLog(t, 3, clk.Now)
+	l.elect(0)
+	lead := l.nodes[0]
+	if _, _, err := lead.TryLock(Claim{Key: "k", Source: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	woke := make(chan Event, 1)
+	if res, _ := lead.ApplyWake(Command{Op: OpAcquire, Key: "k", Source: "b", ConnBound: true},
+		func(ev Event, _ Pending) { woke <- ev }); res.Status != StatusParked {
+		t.Fatalf("acquire: %v", res.Status)
+	}
+	if !lead.IsLeader() {
+		t.Fatal("the leader says it is not")
+	}
+	lead.SetLeader(false)
+	if lead.IsLeader() {
+		t.Fatal("a node that stepped down says it leads")
+	}
+	select {
+	case ev := <-woke:
+		if ev.Kind != EventWithdrawn || ev.Reason != ReasonRestart {
+			t.Fatalf("the parked request heard %+v", ev)
+		}
+	default:
+		t.Fatal("the parked request was not told when its node stepped down")
+	}
+	if res, _ := lead.Apply(Command{Op: OpRelease, Key: "k"}); res.Status != StatusUnavailable {
+		t.Fatalf("a node that stepped down applied a release: %v", res.Status)
+	}
+}
+
+// orderRep records the op of every command proposed while it is the
+// leader, ahead of the fake log.
+type orderRep struct {
+	fakeRep
+	mu  *sync.Mutex
+	ops *[]Op
+}
+
+func (r orderRep) Propose(c *Command) func() error {
+	r.mu.Lock()
+	*r.ops = append(*r.ops, c.Op)
+	r.mu.Unlock()
+	return r.fakeRep.Propose(c)
+}
+
+// However busy its clients are, a new leader's first proposal is its
+// restart: nothing of the new term is applied before it.
+func TestReplicatedRestartGoesFirst(t *testing.T) {
+	l := &fakeLog{work: make(chan int, 1<<16), done: make(chan struct{})}
+	var mu sync.Mutex
+	var ops []Op
+	n := NewNode(NodeConfig{Replicator: orderRep{fakeRep{l, 0}, &mu, &ops}})
+	l.nodes = []*Node{n}
+	go func() {
+		defer close(l.done)
+		for i := range l.work {
+			l.mu.Lock()
+			c := l.entries[i]
+			ch := l.applied[i]
+			l.mu.Unlock()
+			n.ApplyCommitted(&c, uint64(i+1))
+			close(ch)
+		}
+	}()
+	t.Cleanup(func() {
+		close(l.work)
+		<-l.done
+		n.Close()
+	})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n.Apply(Command{Op: OpAcquire, Key: "k", Source: "s", Try: true})
+				n.Apply(Command{Op: OpRelease, Key: "k"})
+			}
+		})
+	}
+	for round := range 50 {
+		mu.Lock()
+		ops = ops[:0]
+		mu.Unlock()
+		n.SetLeader(true)
+		mu.Lock()
+		first := Op(0)
+		if len(ops) > 0 {
+			first = ops[0]
+		}
+		mu.Unlock()
+		if first != OpRestart {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("round %d: the new leader's first proposal was %v", round, first)
+		}
+		n.SetLeader(false)
+	}
+	close(stop)
+	wg.Wait()
+}
