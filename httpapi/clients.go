@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"crypto/sha256"
+	"net"
 	"sync"
 	"sync/atomic"
 
@@ -99,27 +100,44 @@ func (c *client) isEnded() bool {
 }
 
 // openLocked opens the session if it is not yet open; c.mu is held. It
-// reports false when the session has ended or cannot be opened.
-func (c *client) openLocked(remote string) bool {
+// returns StatusOK when the session is open, StatusNoSession when it has
+// ended (ask again with a new client), or why it could not be opened
+// (StatusUnavailable: a node of a cluster that is not the leader).
+func (c *client) openLocked(remote string) mutex.Status {
 	if c.isEnded() {
-		return false
+		return mutex.StatusNoSession
 	}
 	if c.sid != 0 {
-		return true
+		return mutex.StatusOK
 	}
-	name, ttl := c.id, c.srv.cfg.SessionTTL
+	// A client's session is charged to the client's address (the source
+	// of the limits per source); the anonymous session, shared by every
+	// address, to nobody.
+	name, ttl, account := c.id, c.srv.cfg.SessionTTL, hostOf(remote)
 	if c.anon {
 		// Shared by every request without a client_id: no one address.
-		name, ttl, remote = anonymousName, anonymousTTL, ""
+		name, ttl, remote, account = anonymousName, anonymousTTL, "", ""
 	}
-	live, res, _ := c.srv.node.OpenSession(name, ttl, secretHash(c.id, c.anon), remote, c)
+	live, res, _ := c.srv.node.OpenSessionAs(account, name, ttl, secretHash(c.id, c.anon), remote, c)
 	if live == nil || res.Status != mutex.StatusOK {
-		return false
+		if res.Status == mutex.StatusOK {
+			res.Status = mutex.StatusNoSession
+		}
+		return res.Status
 	}
 	c.sid = live.ID()
 	c.live.Store(live)
 	c.srv.opened(c)
-	return true
+	return mutex.StatusOK
+}
+
+// hostOf returns the host of a host:port address, or the address when it
+// has no port.
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }
 
 // touch tells the node that the session's client was just heard from.
@@ -129,16 +147,16 @@ func (c *client) touch() {
 	}
 }
 
-// ensure opens the session if needed and touches it. It reports false
-// when the session has ended.
-func (c *client) ensure(remote string) bool {
+// ensure opens the session if needed and touches it. It returns
+// StatusOK, or what openLocked returns.
+func (c *client) ensure(remote string) mutex.Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.openLocked(remote) {
-		return false
+	if st := c.openLocked(remote); st != mutex.StatusOK {
+		return st
 	}
 	c.touch()
-	return true
+	return mutex.StatusOK
 }
 
 // applied is the outcome of one command applied in a client's session.
@@ -152,13 +170,15 @@ type applied struct {
 // the session first if needed, and touching it when touch is set. With
 // ch, the command's result and the events of its request (a grant after
 // a wait, a withdrawal) are also sent to ch; the caller unregisters it
-// with unwait. It reports false when the session has ended: the caller
-// asks again with a new client.
+// with unwait. It reports false when the command was not applied: the
+// session has ended (res.Status StatusNoSession: the caller asks again
+// with a new client), or the node cannot apply commands
+// (StatusUnavailable).
 func (c *client) apply(cmd mutex.Command, ch chan mutex.Output, touch bool) (applied, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.openLocked(cmd.RemoteAddr) {
-		return applied{}, false
+	if st := c.openLocked(cmd.RemoteAddr); st != mutex.StatusOK {
+		return applied{res: mutex.Result{Status: st}}, false
 	}
 	if touch {
 		c.touch()
@@ -175,11 +195,14 @@ func (c *client) apply(cmd mutex.Command, ch chan mutex.Output, touch bool) (app
 		c.rmu.Unlock()
 	}
 	res, p, delivered := c.srv.node.ApplySession(cmd)
-	if !delivered || res.Status == mutex.StatusNoSession {
+	if !delivered || res.Status == mutex.StatusNoSession || res.Status == mutex.StatusUnavailable {
 		if ch != nil {
 			c.unwait(id)
 		}
-		return applied{}, false
+		if res.Status != mutex.StatusUnavailable {
+			res.Status = mutex.StatusNoSession
+		}
+		return applied{res: res}, false
 	}
 	return applied{res: res, pending: p, request: id}, true
 }

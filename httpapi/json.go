@@ -29,6 +29,8 @@ const (
 	codeSessionExpired   = "session_expired"
 	codeNotDurable       = "not_durable"
 	codeShuttingDown     = "shutting_down"
+	codeOverLimit        = "over_limit"
+	codeNotLeader        = "not_leader"
 )
 
 // failure is the body of every answer that is not a success.
@@ -45,6 +47,8 @@ type failure struct {
 	Limit       uint32 `json:"limit,omitempty"`
 	// Token mismatches: the token of the owner's lock.
 	FencingToken uint64 `json:"fencing_token,omitempty"`
+	// A node of a cluster that is not the leader: the leader's mutex port.
+	Leader string `json:"leader,omitempty"`
 }
 
 // writeJSON answers code with v as JSON.

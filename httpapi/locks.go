@@ -173,6 +173,10 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		if a, ok = c.apply(cmd, ch, q.ClientID != ""); ok {
 			break
 		}
+		if a.res.Status == mutex.StatusUnavailable {
+			s.notLeader(w)
+			return
+		}
 		if try == sessionTries-1 {
 			fail(w, http.StatusServiceUnavailable, failure{Code: codeSessionExpired, Key: q.Key,
 				Message: "the client's session could not be opened"})
@@ -319,6 +323,9 @@ func (s *Server) refuse(w http.ResponseWriter, cmd *mutex.Command, res mutex.Res
 	case mutex.StatusLimitMismatch:
 		fail(w, http.StatusConflict, failure{Code: codeLimitMismatch, Key: cmd.Key, Limit: res.Limit,
 			Message: fmt.Sprintf("limit mismatch: key %q is a semaphore of limit %d", cmd.Key, res.Limit)})
+	case mutex.StatusOverLimit:
+		fail(w, http.StatusTooManyRequests, failure{Code: codeOverLimit, Key: cmd.Key,
+			Message: "over limit: this client's address holds, or has waiting, as many locks as it may"})
 	case mutex.StatusUpgrade:
 		fail(w, http.StatusConflict, failure{Code: codeUpgrade, Key: cmd.Key,
 			Message: fmt.Sprintf("owner %q holds key %q shared and cannot take it exclusively; release it first", cmd.Owner, cmd.Key)})
@@ -342,6 +349,18 @@ func (s *Server) conflict(key string) failure {
 		f.Message = fmt.Sprintf("lock conflict: key %q has requests waiting ahead", key)
 	}
 	return f
+}
+
+// notLeader answers 503 on a node of a cluster that cannot change the
+// table: it is not the leader, or the cluster has no quorum. The answer
+// names the leader's mutex port when one is known.
+func (s *Server) notLeader(w http.ResponseWriter) {
+	f := failure{Code: codeNotLeader, Message: "this node is not the cluster's leader, or the cluster has no quorum"}
+	if f.Leader = s.node.Leader(); f.Leader != "" {
+		f.Message = "this node is not the cluster's leader; the leader's mutex port is " + f.Leader
+	}
+	w.Header().Set("Retry-After", "1")
+	fail(w, http.StatusServiceUnavailable, f)
 }
 
 func shuttingDown(w http.ResponseWriter) {
@@ -423,6 +442,10 @@ func (s *Server) changeLock(w http.ResponseWriter, r *http.Request, op mutex.Op)
 		return q, nil, nil, res, false
 	}
 	a, applied := c.apply(mutex.Command{Op: op, Key: q.Key, Token: h.Token, Lease: lease}, nil, op == mutex.OpRenew)
+	if a.res.Status == mutex.StatusUnavailable {
+		s.notLeader(w)
+		return q, nil, nil, res, false
+	}
 	if !applied || a.res.Status != mutex.StatusOK {
 		fail(w, http.StatusConflict, failure{Code: codeNotHeld, Key: q.Key,
 			Message: fmt.Sprintf("lock not held: the lock of owner %q on key %q ended meanwhile", q.Owner, q.Key)})
@@ -483,9 +506,13 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	}
 	for try := 0; ; try++ {
 		c := s.clientFor(q.ClientID)
-		if c.ensure(r.RemoteAddr) {
+		switch c.ensure(r.RemoteAddr) {
+		case mutex.StatusOK:
 			writeJSON(w, http.StatusOK, &done{Status: "success", ClientID: q.ClientID, Session: c.sid,
 				TTLMS: s.cfg.SessionTTL.Milliseconds(), ExpiresAt: s.expiry(c, s.node.Now(), 0)})
+			return
+		case mutex.StatusUnavailable:
+			s.notLeader(w)
 			return
 		}
 		if try == sessionTries-1 {

@@ -595,3 +595,49 @@ func TestSessionsAfterRestart(t *testing.T) {
 		t.Fatal("tokens went back")
 	}
 }
+
+// notLeaderReplicator is the Replicator of a node of a cluster that is not the
+// leader: every proposal fails.
+type notLeaderReplicator struct{ leader string }
+
+func (f notLeaderReplicator) Propose(*mutex.Command) func() error {
+	return func() error { return mutex.ErrNotLeader }
+}
+func (f notLeaderReplicator) VerifyLeader() error { return mutex.ErrNotLeader }
+func (f notLeaderReplicator) Linearize() error    { return mutex.ErrNotLeader }
+func (f notLeaderReplicator) Leader() string      { return f.leader }
+
+// A node of a cluster that is not the leader answers 503 and names the
+// leader; it still lists what it knows and streams events.
+func TestNotLeader(t *testing.T) {
+	node := mutex.NewNode(mutex.NodeConfig{Replicator: notLeaderReplicator{leader: "10.0.0.7:22119"}})
+	defer node.Close()
+	e := start(t, options{node: node})
+	for _, c := range []struct{ path, body string }{
+		{"/api/v1/locks/acquire", `{"key":"k","owner":"w"}`},
+		{"/api/v1/locks/acquire", `{"key":"k","owner":"w","client_id":"c"}`},
+		{"/api/v1/locks/heartbeat", `{"client_id":"c"}`},
+	} {
+		a := e.post(c.path, c.body)
+		expect(t, a, http.StatusServiceUnavailable, "not_leader")
+		if a.str("leader") != "10.0.0.7:22119" || !strings.Contains(a.str("message"), "10.0.0.7:22119") {
+			t.Errorf("%s %s: %s", c.path, c.body, a.body)
+		}
+	}
+	if ks := e.keys(); len(ks) != 0 {
+		t.Fatalf("keys %v", ks)
+	}
+}
+
+// A client's session is charged to the client's address, so the limits
+// per source cap it: over them, 429.
+func TestOverLimit(t *testing.T) {
+	node := mutex.NewNode(mutex.NodeConfig{Limits: mutex.Limits{MaxHeld: 1}})
+	defer node.Close()
+	e := start(t, options{node: node})
+	e.acquire(`{"key":"a","owner":"w","client_id":"c1"}`)
+	a := e.post("/api/v1/locks/acquire", `{"key":"b","owner":"w","client_id":"c1"}`)
+	expect(t, a, http.StatusTooManyRequests, "over_limit")
+	// The same address through another client is the same source.
+	expect(t, e.post("/api/v1/locks/acquire", `{"key":"b","owner":"w","client_id":"c2"}`), http.StatusTooManyRequests, "over_limit")
+}

@@ -61,7 +61,7 @@ func TestEndedSessionAsksAgain(t *testing.T) {
 	}
 	defer s.Close()
 	old := s.clientFor("c")
-	if !old.ensure("") {
+	if old.ensure("") != mutex.StatusOK {
 		t.Fatal("not opened")
 	}
 	mu.Lock()
