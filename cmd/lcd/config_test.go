@@ -130,6 +130,16 @@ func TestConfigHTTP(t *testing.T) {
 	if err != nil || cfg.HTTPSessionTTL != 12*time.Second {
 		t.Errorf("http-session-ttl: %v %v", cfg.HTTPSessionTTL, err)
 	}
+	// In a cluster an HTTP client's session must outlast a failover, as a
+	// session of the session protocol must (election timeout 500ms: above
+	// 750ms).
+	node := []string{"NODE_ID=n1", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/x", "HTTP_SESSION_TTL=700ms"}
+	if _, err := resolve(t, nil, node); err == nil || !strings.Contains(err.Error(), "http-session-ttl") {
+		t.Errorf("a cluster with HTTP_SESSION_TTL=700ms: %v", err)
+	}
+	if _, err := resolve(t, nil, append(node, "HTTP_ADDRESS=")); err != nil {
+		t.Errorf("a cluster without the HTTP API does not look at HTTP_SESSION_TTL: %v", err)
+	}
 }
 
 func TestRunExitCodes(t *testing.T) {
