@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test test-go test-clients test-deploy bench soak soak-cluster fuzz clean
+.PHONY: all build run test test-go test-clients test-deploy bench bench-v1 bench-session soak soak-cluster fuzz clean
 
 all: build
 
@@ -34,8 +34,17 @@ test-clients:
 test-deploy:
 	sh deploy/test.sh
 
+# Every part of docs/benchmarks.md; bench-v1 and bench-session run the
+# parts of one protocol. The Redis columns need redis-server on PATH
+# (Debian: apt-get install redis-server); without it they stay empty.
 bench:
 	$(GO) run ./internal/bench
+
+bench-v1:
+	$(GO) run ./internal/bench -only throughput,hotkey,memory
+
+bench-session:
+	$(GO) run ./internal/bench -only session-throughput,session-hotkey,session-memory
 
 # A long crash-and-restart soak of the write-ahead log.
 soak:

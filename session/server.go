@@ -169,47 +169,16 @@ func (s *Server) Serve(nc net.Conn, got []byte) {
 		c.detach()
 		c.close()
 	}()
-	nc.SetReadDeadline(time.Now().Add(s.cfg.HeaderTimeout))
-	r := &reader{c: nc, buf: append(make([]byte, 0, initialRead), got...)}
-	if !r.readPreface() {
-		nc.Write([]byte{'-'})
+	r := c.begin(got)
+	if r == nil {
 		return
 	}
-	if !s.leading() {
-		c.send(s.notLeader())
-		return
-	}
-	var f Frame
-	if err := r.next(&f); err != nil {
-		c.refuseFrame(err)
-		return
-	}
-	if !c.open(&f) {
-		return
-	}
-	nc.SetReadDeadline(time.Time{})
 	for {
-		c.sess.beginBatch()
-		for {
-			err := r.parse(&f)
-			if errors.Is(err, errIncomplete) {
-				break
-			}
-			if err != nil {
-				c.sess.endBatch()
-				c.refuseFrame(err)
-				return
-			}
-			if !c.handle(&f) {
-				c.sess.endBatch()
-				return
-			}
+		if !c.batch(r) {
+			return
 		}
-		c.sess.endBatch()
 		if err := r.fill(); err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
-				s.log.Debug("session connection ended", slog.String(logRemote, c.remote), slog.Any(logError, err))
-			}
+			c.ended(err)
 			return
 		}
 		c.sess.live.Touch()
@@ -249,6 +218,63 @@ func (s *Server) LeaderLost() {
 	}
 }
 
+// begin reads the preface and the first frame and opens or resumes the
+// session. It returns the connection's reader, or nil when the connection
+// ends. (Serve's loop is kept apart from it, and from batch, so that the
+// stack of an idle connection, parked in a read under Serve, stays small
+// enough for the garbage collector to shrink it.)
+func (c *conn) begin(got []byte) *reader {
+	nc := c.nc
+	nc.SetReadDeadline(time.Now().Add(c.s.cfg.HeaderTimeout))
+	r := &reader{c: nc, buf: append(make([]byte, 0, initialRead), got...)}
+	if !r.readPreface() {
+		nc.Write([]byte{'-'})
+		return nil
+	}
+	if !c.s.leading() {
+		c.send(c.s.notLeader())
+		return nil
+	}
+	if err := r.next(&r.f); err != nil {
+		c.refuseFrame(err)
+		return nil
+	}
+	if !c.open(&r.f) {
+		return nil
+	}
+	nc.SetReadDeadline(time.Time{})
+	return r
+}
+
+// batch handles the whole frames read so far, their answers held back to
+// leave in one write, and reports whether the connection goes on.
+func (c *conn) batch(r *reader) bool {
+	c.sess.beginBatch()
+	for {
+		err := r.parse(&r.f)
+		if errors.Is(err, errIncomplete) {
+			c.sess.endBatch()
+			return true
+		}
+		if err != nil {
+			c.sess.endBatch()
+			c.refuseFrame(err)
+			return false
+		}
+		if !c.handle(&r.f) {
+			c.sess.endBatch()
+			return false
+		}
+	}
+}
+
+// ended logs why a connection's read failed, unless it is the usual end.
+func (c *conn) ended(err error) {
+	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.s.log.Debug("session connection ended", slog.String(logRemote, c.remote), slog.Any(logError, err))
+	}
+}
+
 // initialRead is the read buffer of an idle connection, in bytes; it grows
 // for a larger frame and shrinks back after it.
 const initialRead = 512
@@ -258,6 +284,7 @@ type reader struct {
 	c   net.Conn
 	buf []byte // buf[off:] is unparsed
 	off int
+	f   Frame // the frame last parsed; its fields alias buf
 }
 
 // readPreface reads until the preface is whole and reports whether the
@@ -340,13 +367,16 @@ type conn struct {
 	sess   *sess // set once HELLO or RESUME succeeded
 
 	wmu     sync.Mutex
-	wbuf    []byte // written by the drainer
-	writing bool   // a drainer goroutine is writing
+	now     nowWriter // writes without waiting
+	wbuf    []byte    // written by the drainer
+	writing bool      // a drainer goroutine is writing
 	dead    bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
+	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
+	c.now.init(nc)
+	return c
 }
 
 // send writes b without waiting: at once if the socket takes it all,
@@ -365,7 +395,7 @@ func (c *conn) send(b []byte) {
 		c.wbuf = append(c.wbuf, b...)
 		return
 	}
-	n, err := writeNow(c.nc, b)
+	n, err := c.now.write(b)
 	if err != nil {
 		c.dead = true
 		c.nc.Close()
@@ -612,7 +642,7 @@ func (c *conn) resume(f *Frame) bool {
 // principal's.
 func (c *conn) forbid(id uint64, key string) {
 	c.s.node.Refused(mutex.RefusedForbidden)
-	c.sess.queue(item{raw: refused(nil, id, CodeForbidden, fmt.Sprintf("%s may not use %q", c.sess.account, key))})
+	c.sess.queueRaw(refused(nil, id, CodeForbidden, fmt.Sprintf("%s may not use %q", c.sess.account, key)))
 }
 
 // peerIP returns the IP address of c's peer, without the port.
@@ -702,12 +732,12 @@ func (c *conn) handle(f *Frame) bool {
 		return false
 	}
 	if tag, ok := unknownField(f, allowed); ok {
-		s.queue(item{raw: refused(nil, f.ID, CodeUnsupported, fmt.Sprintf("field %#02x is not supported here", tag))})
+		s.queueRaw(unsupported(f.ID, tag))
 		return true
 	}
 	if f.Type != TypePing && f.Type != TypeClose && !c.s.cfg.Rates.Allow(s.account) {
 		c.s.node.Refused(mutex.RefusedRate)
-		s.queue(item{raw: refused(nil, f.ID, CodeRateLimited, "too many requests from "+s.account+"; try again later")})
+		s.queueRaw(refused(nil, f.ID, CodeRateLimited, "too many requests from "+s.account+"; try again later"))
 		return true
 	}
 	cmd := mutex.Command{Session: s.id, Request: f.ID}
@@ -717,7 +747,7 @@ func (c *conn) handle(f *Frame) bool {
 			c.flushThenSend(c.s.notLeader())
 			return false
 		}
-		s.queue(item{raw: okFrame(nil, f.ID)})
+		s.queueRaw(okFrame(nil, f.ID))
 		return true
 	case TypeWatch:
 		prefix, _ := f.Get(TagKey)
@@ -726,27 +756,13 @@ func (c *conn) handle(f *Frame) bool {
 			return true
 		}
 		c.s.watch.add(&watch{s: s, id: f.ID, prefix: string(prefix)})
-		s.queue(item{raw: okFrame(nil, f.ID)})
+		s.queueRaw(okFrame(nil, f.ID))
 		return true
 	case TypeDescribe:
-		key, ok := f.Get(TagKey)
-		if !ok || mutex.ValidateKey(string(key)) != nil {
-			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, "DESCRIBE needs a key of 1 to 127 bytes")})
-			return true
-		}
-		if c.s.cfg.Tokens != nil && !s.principal.MayUse(string(key)) {
-			c.forbid(f.ID, string(key))
-			return true
-		}
-		if c.s.node.Linearize() != nil {
-			c.flushThenSend(c.s.notLeader())
-			return false
-		}
-		s.queue(item{raw: info(nil, f.ID, c.s.node.Describe(string(key)), c.s.node.Now())})
-		return true
+		return c.describe(f)
 	case TypeAcquire:
 		if msg := c.acquire(f, &cmd); msg != "" {
-			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, msg)})
+			s.queueRaw(refused(nil, f.ID, CodeBadRequest, msg))
 			return true
 		}
 		if c.s.cfg.Tokens != nil && !s.principal.MayUse(cmd.Key) {
@@ -764,18 +780,18 @@ func (c *conn) handle(f *Frame) bool {
 		key, okKey := f.Get(TagKey)
 		token, okToken := f.Uint(TagToken)
 		if !okKey || !okToken || mutex.ValidateKey(string(key)) != nil {
-			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, "a key of 1 to 127 bytes and a token are needed")})
+			s.queueRaw(refused(nil, f.ID, CodeBadRequest, "a key of 1 to 127 bytes and a token are needed"))
 			return true
 		}
 		cmd.Key, cmd.Token = string(key), token
 	case TypeCancel:
 		target, ok := f.Uint(TagTarget)
 		if !ok {
-			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, "CANCEL needs a target")})
+			s.queueRaw(refused(nil, f.ID, CodeBadRequest, "CANCEL needs a target"))
 			return true
 		}
 		if c.s.watch.cancel(s, target) {
-			s.queue(item{raw: okFrame(nil, f.ID)})
+			s.queueRaw(okFrame(nil, f.ID))
 			return true
 		}
 		cmd.Op, cmd.Target = mutex.OpCancel, target
@@ -797,6 +813,32 @@ func (c *conn) handle(f *Frame) bool {
 		s.closeAfterFlush()
 		return false
 	}
+	return true
+}
+
+// unsupported is the REFUSED of a request with a field tag the server
+// does not know.
+func unsupported(id uint64, tag Tag) []byte {
+	return refused(nil, id, CodeUnsupported, fmt.Sprintf("field %#02x is not supported here", tag))
+}
+
+// describe returns the answer to a DESCRIBE frame.
+func (c *conn) describe(f *Frame) bool {
+	s := c.sess
+	key, ok := f.Get(TagKey)
+	if !ok || mutex.ValidateKey(string(key)) != nil {
+		s.queueRaw(refused(nil, f.ID, CodeBadRequest, "DESCRIBE needs a key of 1 to 127 bytes"))
+		return true
+	}
+	if c.s.cfg.Tokens != nil && !s.principal.MayUse(string(key)) {
+		c.forbid(f.ID, string(key))
+		return true
+	}
+	if c.s.node.Linearize() != nil {
+		c.flushThenSend(c.s.notLeader())
+		return false
+	}
+	s.queueRaw(info(nil, f.ID, c.s.node.Describe(string(key)), c.s.node.Now()))
 	return true
 }
 

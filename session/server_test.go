@@ -571,3 +571,35 @@ func TestWatch(t *testing.T) {
 		t.Fatalf("after the cancel got a frame for id %d", f.ID)
 	}
 }
+
+// TestSlowReaderGetsEverythingInOrder has the server answer far more than
+// the sockets hold while the client reads nothing: the answers the socket
+// does not take at once go to the connection's drainer, and every one
+// arrives, whole and in order, once the client reads.
+func TestSlowReaderGetsEverythingInOrder(t *testing.T) {
+	e := start(t, envOptions{})
+	c := e.hello(t, "slow")
+	// Small buffers on both ends, so that the answers overflow them.
+	c.c.(*net.TCPConn).SetReadBuffer(4096)
+	e.session.mu.Lock()
+	for sc := range e.session.conns {
+		sc.nc.(*net.TCPConn).SetWriteBuffer(4096)
+	}
+	e.session.mu.Unlock()
+	const pings = 20_000 // 260 KB of OKs
+	var b []byte
+	for i := range pings {
+		b = append(b, frameOf(TypePing, uint64(2+i))...)
+	}
+	// The server reads the pings while the client does not read: its
+	// answers pile up behind the client's small window.
+	if _, err := c.c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	for i := range pings {
+		f := c.expect(TypeOK)
+		if f.ID != uint64(2+i) {
+			t.Fatalf("OK %d answers id %d, want %d", i, f.ID, 2+i)
+		}
+	}
+}
