@@ -40,8 +40,8 @@ COPY --from=build --chown=22119:22119 /out/data /data
 ENV PATH=/usr/local/bin
 USER 22119:22119
 WORKDIR /data
-# mutex, manager, metrics
-EXPOSE 22119 22120 22121
+# mutex, manager, metrics, HTTP API
+EXPOSE 22119 22120 22121 22122
 HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
     CMD ["/usr/local/bin/lcd", "health"]
 STOPSIGNAL SIGTERM

@@ -14,7 +14,8 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lcd ./cmd/lcd
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lc-cli ./cmd/lc-cli
 
-# Starts lcd on :22119 (mutex), :22120 (management) and :22121 (metrics).
+# Starts lcd on :22119 (mutex), :22120 (management), :22121 (metrics) and
+# :22122 (HTTP API).
 run: build
 	./$(BIN)/lcd
 

@@ -30,10 +30,11 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{BindAddress: ":22119", ManagerAddress: ":22120", MetricsAddress: ":22121",
+	want := Config{BindAddress: ":22119", ManagerAddress: ":22120", MetricsAddress: ":22121", HTTPAddress: ":22122",
 		HeaderTimeout: 10 * time.Second, ShutdownTimeout: 30 * time.Second, LogFormat: "text",
 		SessionTTL: 10 * time.Second, SessionTTLMin: time.Second, SessionTTLMax: 5 * time.Minute,
-		Security: securityConfig{MaxConnections: autoMaxConnections(), Reserved: 32, Burst: 1}}
+		HTTPSessionTTL: 5 * time.Second,
+		Security:       securityConfig{MaxConnections: autoMaxConnections(), Reserved: 32, Burst: 1}}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("defaults = %+v\nwant %+v", cfg, want)
 	}
@@ -94,8 +95,52 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("%v: no error", env)
 		}
 	}
-	if _, err := resolve(t, nil, []string{"BIND_ADDRESS=:65534", "MANAGER_ADDRESS=:1", "METRICS_ADDRESS=:2"}); err != nil {
-		t.Errorf("explicit side ports must lift the port+2 rule: %v", err)
+	if _, err := resolve(t, nil, []string{"BIND_ADDRESS=:65534", "MANAGER_ADDRESS=:1", "METRICS_ADDRESS=:2", "HTTP_ADDRESS=:3"}); err != nil {
+		t.Errorf("explicit side ports must lift the port+3 rule: %v", err)
+	}
+}
+
+func TestConfigHTTP(t *testing.T) {
+	for _, c := range []struct {
+		args, env []string
+		want      string
+	}{
+		{nil, []string{"BIND_ADDRESS=127.0.0.1:4000"}, "127.0.0.1:4003"},
+		{nil, []string{"BIND_ADDRESS=127.0.0.1:0"}, "127.0.0.1:0"},
+		{nil, []string{"HTTP_ADDRESS=:8089"}, ":8089"},
+		{nil, []string{"HTTP_ADDRESS="}, ""}, // off
+		{[]string{"--http-address="}, nil, ""},
+		{[]string{"--http-address", ":8089"}, []string{"HTTP_ADDRESS="}, ":8089"},
+		// Off, the API leaves room at the top of the port range.
+		{nil, []string{"BIND_ADDRESS=:65533", "HTTP_ADDRESS="}, ""},
+	} {
+		cfg, err := resolve(t, c.args, c.env)
+		if err != nil || cfg.HTTPAddress != c.want {
+			t.Errorf("%v %v: HTTP address %q, %v; want %q", c.args, c.env, cfg.HTTPAddress, err, c.want)
+		}
+	}
+	_, err := resolve(t, nil, []string{"BIND_ADDRESS=:65533"})
+	if err == nil || !strings.Contains(err.Error(), "port+3") || !strings.Contains(err.Error(), "HTTP_ADDRESS") {
+		t.Errorf("port 65533 leaves no room for the HTTP API: %v", err)
+	}
+	for _, bad := range []string{"HTTP_ADDRESS=8089", "HTTP_SESSION_TTL=0s", "HTTP_SESSION_TTL=soon"} {
+		if _, err := resolve(t, nil, []string{bad}); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	cfg, err := resolve(t, []string{"--http-session-ttl=12s"}, nil)
+	if err != nil || cfg.HTTPSessionTTL != 12*time.Second {
+		t.Errorf("http-session-ttl: %v %v", cfg.HTTPSessionTTL, err)
+	}
+	// In a cluster an HTTP client's session must outlast a failover, as a
+	// session of the session protocol must (election timeout 500ms: above
+	// 750ms).
+	node := []string{"NODE_ID=n1", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/x", "HTTP_SESSION_TTL=700ms"}
+	if _, err := resolve(t, nil, node); err == nil || !strings.Contains(err.Error(), "http-session-ttl") {
+		t.Errorf("a cluster with HTTP_SESSION_TTL=700ms: %v", err)
+	}
+	if _, err := resolve(t, nil, append(node, "HTTP_ADDRESS=")); err != nil {
+		t.Errorf("a cluster without the HTTP API does not look at HTTP_SESSION_TTL: %v", err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/locking-center/locking-center/cluster"
+	"github.com/locking-center/locking-center/httpapi"
 	netserve "github.com/locking-center/locking-center/internal/serve"
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/metrics"
@@ -27,10 +28,12 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// serve runs the three listeners until ctx ends, then shuts down: mutex and
-// management ports first (waiting connections are cut), then the metrics
-// endpoint. When a scraper has been polling at a steady interval, the
-// endpoint keeps serving until its next scrape has completed, so it records
+// serve runs the listeners until ctx ends, then shuts down: mutex and
+// management ports first (waiting connections are cut), the HTTP API
+// gracefully (waiting requests are answered 503, requests in flight
+// finish), then the metrics endpoint. When a scraper has been polling at a
+// steady interval, the endpoint keeps serving until its next scrape has
+// completed, so it records
 // the final state; in-flight scrapes are drained. It waits at most
 // cfg.ShutdownTimeout in all, and not at all when nothing polls it.
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
@@ -50,6 +53,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		{cfg.BindAddress, oneshot.Listen},
 		{cfg.ManagerAddress, listenConfig.Listen},
 		{cfg.MetricsAddress, listenConfig.Listen}}
+	if cfg.HTTPAddress != "" {
+		// TCP keep-alive finds the peers of waiting requests and event
+		// streams that vanished without a word.
+		bindings = append(bindings, binding{cfg.HTTPAddress, (&net.ListenConfig{}).Listen})
+	}
 	if cfg.Cluster == nil {
 		if st, err = openStore(cfg, log, reg); err != nil {
 			return &exitError{code: exitStore, err: err}
@@ -107,11 +115,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	managerSrv := manager.NewServer(node, manager.Config{Timeout: cfg.HeaderTimeout, Logger: log,
 		Tokens: sec.tokens(), Gate: sec.gate})
 	scrapes := newScrapeWatch()
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", sec.guardMetrics(scrapes.wrap(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	promHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
-	})), node))
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", sec.guardMetrics(scrapes.wrap(promHandler), node))
 	mux.Handle("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }))
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: metricsIdleTimeout}
 
@@ -134,10 +143,23 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		attrs = append(attrs, slog.String("data_path", cfg.DataPath), slog.Int("restored_keys", restoredKeys(st.restored)))
 	}
+	var api *httpapi.Server
+	httpAddr := "off"
+	if cfg.HTTPAddress != "" {
+		if api, err = httpapi.New(node, httpapi.Config{
+			SessionTTL: cfg.HTTPSessionTTL, LockDelay: cfg.LockDelay, HeaderTimeout: cfg.HeaderTimeout,
+			Version: version, Registerer: reg, Metrics: promHandler, Logger: log,
+		}); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		defer api.Close()
+		httpAddr = lns[3].Addr().String()
+	}
 	log.Info("lcd started", append(attrs,
 		slog.String("mutex", lns[0].Addr().String()),
 		slog.String("manager", lns[1].Addr().String()),
-		slog.String("metrics", lns[2].Addr().String()))...)
+		slog.String("metrics", lns[2].Addr().String()),
+		slog.String("http", httpAddr))...)
 
 	lns[2] = netserve.LimitListener(lns[2], sec.gate, true, func(net.Conn) { node.Refused(mutex.RefusedConnections) })
 	reloads := make(chan os.Signal, 1)
@@ -164,9 +186,17 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		return nil
 	})
+	if api != nil {
+		g.Go(func() error {
+			if err := ignore(api.Serve(lns[3]), httpapi.ErrClosed); err != nil {
+				return fmt.Errorf("HTTP API: %w", err)
+			}
+			return nil
+		})
+	}
 	g.Go(func() error {
 		<-gctx.Done()
-		log.Info("shutting down: mutex and management ports closed, metrics draining",
+		log.Info("shutting down: mutex and management ports closed, HTTP API and metrics draining",
 			slog.Duration("timeout", cfg.ShutdownTimeout))
 		sessionSrv.Close()
 		mutexSrv.Close()
@@ -178,6 +208,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 		defer cancel()
+		if api != nil {
+			api.Shutdown(drain)
+		}
 		scrapes.awaitFinal(drain)
 		if err := httpSrv.Shutdown(drain); err != nil {
 			httpSrv.Close()

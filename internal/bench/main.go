@@ -174,6 +174,8 @@ type server struct {
 }
 
 // startLCD runs lcd on free ports of 127.0.0.1 and waits for it to listen.
+// The HTTP API is off: nothing here measures it, and its port (the mutex
+// port + 3) was not picked free.
 func startLCD(bin string) *server {
 	ports := freePorts(3)
 	cmd := exec.Command(bin)
@@ -181,6 +183,7 @@ func startLCD(bin string) *server {
 		"BIND_ADDRESS=127.0.0.1:"+ports[0],
 		"MANAGER_ADDRESS=127.0.0.1:"+ports[1],
 		"METRICS_ADDRESS=127.0.0.1:"+ports[2],
+		"HTTP_ADDRESS=",
 		"LOG_LEVEL="+lcdLogLevel)
 	cmd.Stderr = os.Stderr
 	spawn(cmd)
