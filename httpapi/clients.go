@@ -14,22 +14,39 @@ import (
 const anonymousName = "http"
 
 // Labels of the resume secrets of the front end's sessions. A session's
-// secret is derived from its client_id, so that after a restart with a
-// write-ahead log the front end finds its sessions again (Resume). The
-// preimage is longer than the 16-byte secret of the session protocol, so
-// no client of that protocol can resume an HTTP session.
+// secret is derived from its client_id and, with authentication on, its
+// principal's name, so that after a restart with a write-ahead log the
+// front end finds its sessions again (Resume), each under its principal.
+// The preimage is longer than the 16-byte secret of the session protocol,
+// so no client of that protocol can resume an HTTP session.
 const (
 	clientSecretLabel    = "locking-center/httpapi/client\x00"
 	anonymousSecretLabel = "locking-center/httpapi/anonymous\x00"
 )
 
 // secretHash returns the SHA-256 of the resume secret of a client's
-// session, or of the anonymous session.
-func secretHash(clientID string, anonymous bool) [mutex.SecretHashLen]byte {
+// session, or of the anonymous session, of scope (a principal's name; ""
+// without authentication, which keeps the secrets of servers that had
+// none). The scope goes first with its length, so that no pair of scope
+// and client_id has the preimage of another.
+func secretHash(scope, clientID string, anonymous bool) [mutex.SecretHashLen]byte {
+	label := clientSecretLabel
 	if anonymous {
-		return sha256.Sum256([]byte(anonymousSecretLabel))
+		label, clientID = anonymousSecretLabel, ""
 	}
-	return sha256.Sum256([]byte(clientSecretLabel + clientID))
+	b := []byte(label)
+	if scope != "" {
+		b = append(b, "scope\x00"...)
+		b = append(b, byte(len(scope)))
+		b = append(b, scope...)
+	}
+	return sha256.Sum256(append(b, clientID...))
+}
+
+// clientKey is what the front end keeps a client_id's session under: a
+// client_id is scoped by principal.
+type clientKey struct {
+	scope, id string
 }
 
 // client is one session of the front end: a client_id's, or the
@@ -37,9 +54,10 @@ func secretHash(clientID string, anonymous bool) [mutex.SecretHashLen]byte {
 // results and events of its requests to it, and it hands those of a
 // waiting acquire to the goroutine of that HTTP request.
 type client struct {
-	srv  *Server
-	id   string // client_id; "" for the anonymous session
-	anon bool
+	srv   *Server
+	id    string // client_id; "" for the anonymous session
+	scope string // the principal's name; "" without authentication
+	anon  bool
 
 	// mu orders the session's request ids: it is held across each
 	// command applied in the session, so ids reach the node in order.
@@ -110,15 +128,19 @@ func (c *client) openLocked(remote string) mutex.Status {
 	if c.sid != 0 {
 		return mutex.StatusOK
 	}
-	// A client's session is charged to the client's address (the source
-	// of the limits per source); the anonymous session, shared by every
-	// address, to nobody.
+	// A client's session is charged to its principal, or without
+	// authentication to the client's address (the source of the limits
+	// per source); the anonymous session to its principal, or without
+	// authentication, shared by every address, to nobody.
 	name, ttl, account := c.id, c.srv.cfg.SessionTTL, hostOf(remote)
 	if c.anon {
-		// Shared by every request without a client_id: no one address.
+		// Shared by every request of its scope without a client_id.
 		name, ttl, remote, account = anonymousName, anonymousTTL, "", ""
 	}
-	live, res, _ := c.srv.node.OpenSessionAs(account, name, ttl, secretHash(c.id, c.anon), remote, c)
+	if c.scope != "" {
+		account = c.scope
+	}
+	live, res, _ := c.srv.node.OpenSessionAs(account, name, ttl, secretHash(c.scope, c.id, c.anon), remote, c)
 	if live == nil || res.Status != mutex.StatusOK {
 		if res.Status == mutex.StatusOK {
 			res.Status = mutex.StatusNoSession
@@ -214,15 +236,15 @@ func (c *client) unwait(id uint64) {
 	c.rmu.Unlock()
 }
 
-// adopt takes over session st of an earlier run of the server, read back
-// from a write-ahead log, when its secret is this front end's for name.
-// It reports whether it did.
-func (s *Server) adopt(id uint64, name string, anonymous bool) bool {
-	c := &client{srv: s, id: name, anon: anonymous}
+// adopt takes over session id of an earlier run of the server, read back
+// from a write-ahead log, when its secret is this front end's for name in
+// scope. It reports whether it did.
+func (s *Server) adopt(id uint64, scope, name string, anonymous bool) bool {
+	c := &client{srv: s, id: name, scope: scope, anon: anonymous}
 	if anonymous {
 		c.id = ""
 	}
-	live := s.node.Resume(id, secretHash(c.id, anonymous), "", func(st mutex.SessionState, _ mutex.Route, _ []mutex.Output) mutex.Route {
+	live := s.node.Resume(id, secretHash(scope, c.id, anonymous), "", func(st mutex.SessionState, _ mutex.Route, _ []mutex.Output) mutex.Route {
 		c.last = st.Applied
 		return c
 	})
@@ -233,39 +255,69 @@ func (s *Server) adopt(id uint64, name string, anonymous bool) bool {
 	c.live.Store(live)
 	s.mu.Lock()
 	if anonymous {
-		s.anon = c
+		s.anon[scope] = c
 	} else {
-		s.clients[c.id] = c
+		s.clients[clientKey{scope, c.id}] = c
 	}
 	s.bySession[c.sid] = c
 	s.mu.Unlock()
 	return true
 }
 
-// clientFor returns the client of clientID ("" for the anonymous
+// adoptAll takes over the front end's sessions among those a write-ahead
+// log brought back. With authentication on, a session's principal is the
+// account it is charged to.
+func (s *Server) adoptAll(sessions []mutex.SessionInfo) {
+	for _, si := range sessions {
+		scope := ""
+		if s.cfg.Tokens != nil {
+			scope = si.Account
+		}
+		if !s.adopt(si.ID, scope, si.Name, false) && si.Name == anonymousName {
+			s.adopt(si.ID, scope, si.Name, true)
+		}
+	}
+}
+
+// clientFor returns the client of clientID in scope ("" for the anonymous
 // session), making one (not yet open) when there is none.
-func (s *Server) clientFor(clientID string) *client {
+func (s *Server) clientFor(scope, clientID string) *client {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if clientID == "" {
-		if s.anon == nil {
-			s.anon = &client{srv: s, anon: true}
+		a := s.anon[scope]
+		if a == nil {
+			a = &client{srv: s, scope: scope, anon: true}
+			s.anon[scope] = a
 		}
-		return s.anon
+		return a
 	}
-	c := s.clients[clientID]
+	k := clientKey{scope, clientID}
+	c := s.clients[k]
 	if c == nil {
-		c = &client{srv: s, id: clientID}
-		s.clients[clientID] = c
+		c = &client{srv: s, id: clientID, scope: scope}
+		s.clients[k] = c
 	}
 	return c
 }
 
-// lookupClient returns the client of clientID, or nil when it has none.
-func (s *Server) lookupClient(clientID string) *client {
+// lookupClient returns the client of clientID in scope, or nil when it
+// has none.
+func (s *Server) lookupClient(scope, clientID string) *client {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.clients[clientID]
+	return s.clients[clientKey{scope, clientID}]
+}
+
+// anonymous returns the anonymous sessions, one a scope.
+func (s *Server) anonymous() []*client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*client, 0, len(s.anon))
+	for _, a := range s.anon {
+		out = append(out, a)
+	}
+	return out
 }
 
 // opened records c's session id once its session is open.
@@ -279,10 +331,10 @@ func (s *Server) opened(c *client) {
 func (s *Server) forget(c *client, sid uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c.anon && s.anon == c {
-		s.anon = nil
-	} else if !c.anon && s.clients[c.id] == c {
-		delete(s.clients, c.id)
+	if c.anon && s.anon[c.scope] == c {
+		delete(s.anon, c.scope)
+	} else if k := (clientKey{c.scope, c.id}); !c.anon && s.clients[k] == c {
+		delete(s.clients, k)
 	}
 	if s.bySession[sid] == c {
 		delete(s.bySession, sid)

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/locking-center/locking-center/auth"
+	"github.com/locking-center/locking-center/internal/ratelimit"
 	"github.com/locking-center/locking-center/mutex"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -45,6 +47,11 @@ const (
 	// touches every anonymousTTL/4.
 	anonymousTTL = time.Hour
 )
+
+// Authenticator finds the principal of a token; *auth.Keyring is one.
+type Authenticator interface {
+	Authenticate(token []byte) (*auth.Principal, error)
+}
 
 // Config configures a Server. The zero value of each field means its
 // default.
@@ -95,6 +102,19 @@ type Config struct {
 	// Metrics, when set, is served at /api/v1/locks/metrics (and the
 	// legacy /api/locks/metrics): the Prometheus endpoint.
 	Metrics http.Handler
+	// Tokens, when set, turns authentication on (docs/security.md): every
+	// request under /api/ must carry the token of a principal in an
+	// "Authorization: Bearer" or an "X-API-Key" header, or is answered
+	// 401; a client principal may use only the keys its prefixes allow
+	// (403 otherwise), lists only those keys and its own sessions, and its
+	// sessions, client_ids and limits are its own. /healthz, /readyz and
+	// the status page stay open. Nil: off; a token sent is then ignored,
+	// and a client's session is charged to its IP address.
+	Tokens Authenticator
+	// Rates limits each account's requests under /api/ (the principal's
+	// name, or without authentication the client's IP address), but for
+	// heartbeats: over it, 429 with Retry-After. Nil: no limit.
+	Rates *ratelimit.Rates
 	// Middleware wraps the API's handler, first element outermost: the
 	// place for authentication, limits and logging of requests.
 	Middleware []func(http.Handler) http.Handler

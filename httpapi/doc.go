@@ -20,6 +20,20 @@
 // matches). The same owner in the same session taking a key it holds
 // counts up (reentrancy) unless the request says reentrant false.
 //
+// # Authentication and limits
+//
+// With Config.Tokens every request under /api/ carries a token
+// (Authorization: Bearer, or X-API-Key); without a valid one it is
+// answered 401, the same for a missing and an unknown token. A client
+// principal may use the keys of its prefixes only (403), and its listings
+// show those keys and its own sessions. Client_ids are scoped by
+// principal: the session of a client_id is the pair's, and so is the
+// anonymous session, one a principal; each is charged to its principal
+// (without authentication, a client's session to the client's IP
+// address). A token in the query string is answered 400 on every path,
+// and never read. Config.Rates limits each account's requests (429,
+// Retry-After). /healthz, /readyz and the status page need no token.
+//
 // # Waiting
 //
 // An acquire without wait_ms (or with 0) is a try: a held key answers 409

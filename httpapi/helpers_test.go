@@ -76,7 +76,7 @@ func start(t testing.TB, o options) *env {
 	}
 	e := &env{t: t, node: node, reg: prometheus.NewRegistry(), clock: o.clock}
 	o.cfg.Registerer = e.reg
-	if !o.quiet {
+	if !o.quiet && o.cfg.Logger == nil {
 		o.cfg.Logger = testLogger(t)
 	}
 	srv, err := httpapi.New(node, o.cfg)
@@ -100,6 +100,28 @@ func start(t testing.TB, o options) *env {
 	return e
 }
 
+// journaled starts a server with cfg over a node that journals into a
+// memory log, and returns it with a function that stops both and starts
+// a server with cfg2 over a node restored from the log, as after a
+// restart of lcd.
+func journaled(t *testing.T, cfg httpapi.Config) (*env, func(cfg2 httpapi.Config) *env) {
+	t.Helper()
+	j := mutex.NewMemoryJournal()
+	node1 := mutex.NewNode(mutex.NodeConfig{Journal: j})
+	e1 := start(t, options{node: node1, cfg: cfg})
+	return e1, func(cfg2 httpapi.Config) *env {
+		t.Helper()
+		e1.srv.Close()
+		node1.Close()
+		tbl := mutex.NewTable()
+		j.Export(func(r *mutex.Record) { tbl.Import(r) })
+		tbl.FinishImport()
+		node2 := mutex.NewNode(mutex.NodeConfig{Table: tbl})
+		t.Cleanup(node2.Close)
+		return start(t, options{node: node2, cfg: cfg2})
+	}
+}
+
 func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
@@ -113,9 +135,10 @@ func (w tWriter) Write(p []byte) (int, error) {
 
 // answer is a decoded answer of the API.
 type answer struct {
-	code int
-	body []byte
-	m    map[string]any
+	code   int
+	body   []byte
+	m      map[string]any
+	header http.Header
 }
 
 func (a answer) str(k string) string { s, _ := a.m[k].(string); return s }
@@ -142,9 +165,17 @@ func u64(v any) uint64 {
 
 // do sends method path with body and decodes the JSON answer.
 func (e *env) do(ctx context.Context, method, path, body string) (answer, error) {
+	return e.doWith(ctx, method, path, body)
+}
+
+// doWith is do with headers, given as name, value, name, value...
+func (e *env) doWith(ctx context.Context, method, path, body string, header ...string) (answer, error) {
 	req, err := http.NewRequestWithContext(ctx, method, e.url+path, strings.NewReader(body))
 	if err != nil {
 		return answer{}, err
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -155,7 +186,7 @@ func (e *env) do(ctx context.Context, method, path, body string) (answer, error)
 	if err != nil {
 		return answer{}, err
 	}
-	a := answer{code: resp.StatusCode, body: b}
+	a := answer{code: resp.StatusCode, body: b, header: resp.Header}
 	if ct := resp.Header.Get("Content-Type"); ct == "application/json" {
 		var v any
 		dec := json.NewDecoder(bytes.NewReader(b))

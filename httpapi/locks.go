@@ -160,6 +160,10 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	who := callerOf(r)
+	if !s.allowed(w, who, q.Key, who.mayUse) {
+		return
+	}
 	if s.stopped() {
 		shuttingDown(w)
 		return
@@ -169,7 +173,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	var a applied
 	for try := 0; ; try++ {
 		ch = make(chan mutex.Output, 2) // a try's own: nothing of another reaches it
-		c = s.clientFor(q.ClientID)
+		c = s.clientFor(who.scope(), q.ClientID)
 		if a, ok = c.apply(cmd, ch, q.ClientID != ""); ok {
 			break
 		}
@@ -192,7 +196,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	case mutex.StatusParked:
 		s.await(w, r, c, &cmd, a.request, ch)
 	default:
-		s.refuse(w, &cmd, a.res)
+		s.refuse(w, &cmd, a.res, who)
 	}
 }
 
@@ -313,7 +317,7 @@ func (s *Server) expiry(c *client, at time.Time, left time.Duration) *time.Time 
 }
 
 // refuse answers an acquire the table refused.
-func (s *Server) refuse(w http.ResponseWriter, cmd *mutex.Command, res mutex.Result) {
+func (s *Server) refuse(w http.ResponseWriter, cmd *mutex.Command, res mutex.Result, who *caller) {
 	switch res.Status {
 	case mutex.StatusBusy:
 		fail(w, http.StatusConflict, s.conflict(cmd.Key))
@@ -325,7 +329,7 @@ func (s *Server) refuse(w http.ResponseWriter, cmd *mutex.Command, res mutex.Res
 			Message: fmt.Sprintf("limit mismatch: key %q is a semaphore of limit %d", cmd.Key, res.Limit)})
 	case mutex.StatusOverLimit:
 		fail(w, http.StatusTooManyRequests, failure{Code: codeOverLimit, Key: cmd.Key,
-			Message: "over limit: this client's address holds, or has waiting, as many locks as it may"})
+			Message: fmt.Sprintf("over limit: %s holds, or has waiting, as many locks as it may", who.account)})
 	case mutex.StatusUpgrade:
 		fail(w, http.StatusConflict, failure{Code: codeUpgrade, Key: cmd.Key,
 			Message: fmt.Sprintf("owner %q holds key %q shared and cannot take it exclusively; release it first", cmd.Owner, cmd.Key)})
@@ -368,17 +372,18 @@ func shuttingDown(w http.ResponseWriter) {
 }
 
 // holderOf finds the lock of owner on key held by one of the front end's
-// sessions: the session of clientID, or, without one, any of them. With
+// sessions of scope: the session of clientID, or, without one, any of
+// them. With
 // token, the lock must have that fencing token. It answers 409 and
 // returns nil when there is no such lock, or several without a token to
 // choose.
-func (s *Server) holderOf(w http.ResponseWriter, key, owner, clientID string, token *fencingToken) (*client, *mutex.Holder) {
+func (s *Server) holderOf(w http.ResponseWriter, scope, key, owner, clientID string, token *fencingToken) (*client, *mutex.Holder) {
 	info := s.node.Describe(key)
 	var found []mutex.Holder
 	var clients []*client
 	for _, h := range info.Holders {
 		c := s.sessionClient(h.Session)
-		if c == nil || h.Source != owner || clientID != "" && c.id != clientID {
+		if c == nil || c.scope != scope || h.Source != owner || clientID != "" && c.id != clientID {
 			continue
 		}
 		found, clients = append(found, h), append(clients, c)
@@ -427,6 +432,10 @@ func (s *Server) changeLock(w http.ResponseWriter, r *http.Request, op mutex.Op)
 	if !s.decode(w, r, &q) || !checkKeyOwner(w, q.Key, q.Owner, q.ClientID) {
 		return q, nil, nil, res, false
 	}
+	who := callerOf(r)
+	if !s.allowed(w, who, q.Key, who.mayUse) {
+		return q, nil, nil, res, false
+	}
 	var lease time.Duration
 	if op == mutex.OpRenew {
 		if lease, ok = millis(w, "duration_ms", q.DurationMS, MaxMillis); !ok {
@@ -435,10 +444,10 @@ func (s *Server) changeLock(w http.ResponseWriter, r *http.Request, op mutex.Op)
 	} else if q.DurationMS != 0 {
 		badRequest(w, "a release takes no duration_ms")
 		return q, nil, nil, res, false
-	} else if named := s.lookupClient(q.ClientID); named != nil {
+	} else if named := s.lookupClient(who.scope(), q.ClientID); named != nil {
 		named.touch()
 	}
-	if c, h = s.holderOf(w, q.Key, q.Owner, q.ClientID, q.FencingToken); c == nil {
+	if c, h = s.holderOf(w, who.scope(), q.Key, q.Owner, q.ClientID, q.FencingToken); c == nil {
 		return q, nil, nil, res, false
 	}
 	a, applied := c.apply(mutex.Command{Op: op, Key: q.Key, Token: h.Token, Lease: lease}, nil, op == mutex.OpRenew)
@@ -505,7 +514,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for try := 0; ; try++ {
-		c := s.clientFor(q.ClientID)
+		c := s.clientFor(callerOf(r).scope(), q.ClientID)
 		switch c.ensure(r.RemoteAddr) {
 		case mutex.StatusOK:
 			writeJSON(w, http.StatusOK, &done{Status: "success", ClientID: q.ClientID, Session: c.sid,

@@ -568,20 +568,10 @@ func TestShutdown(t *testing.T) {
 // After a restart on a write-ahead log, the front end takes its sessions
 // back: a client's heartbeat keeps its lock, and releases work.
 func TestSessionsAfterRestart(t *testing.T) {
-	j := mutex.NewMemoryJournal()
-	node1 := mutex.NewNode(mutex.NodeConfig{Journal: j})
-	e1 := start(t, options{node: node1})
+	e1, restart := journaled(t, httpapi.Config{})
 	a := e1.acquire(`{"key":"k","owner":"w","client_id":"c1"}`)
 	e1.acquire(`{"key":"anon","owner":"w"}`)
-	e1.srv.Close()
-	node1.Close()
-
-	tbl := mutex.NewTable()
-	j.Export(func(r *mutex.Record) { tbl.Import(r) })
-	tbl.FinishImport()
-	node2 := mutex.NewNode(mutex.NodeConfig{Table: tbl})
-	defer node2.Close()
-	e2 := start(t, options{node: node2})
+	e2 := restart(httpapi.Config{})
 	hb := e2.post("/api/v1/locks/heartbeat", `{"client_id":"c1"}`)
 	expect(t, hb, 200, "")
 	if u64(hb.m["session"]) != u64(a.lock()["session"]) {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,6 +78,7 @@ type sessionJSON struct {
 	Held       int       `json:"held"`
 	Waiting    int       `json:"waiting"`
 	RemoteAddr string    `json:"remote_addr,omitempty"`
+	account    string    // who it is charged to; not shown
 }
 
 // sessionList reads the sessions of the table, and when each expires
@@ -90,7 +92,8 @@ func (s *Server) sessionList() ([]sessionJSON, map[uint64]time.Time, time.Time) 
 		end := now.Add(si.TTL - si.Idle)
 		ends[si.ID] = end
 		sj := sessionJSON{Session: si.ID, Name: si.Name, FrontEnd: frontSession, TTLMS: si.TTL.Milliseconds(),
-			IdleMS: si.Idle.Milliseconds(), ExpiresAt: end.UTC(), Held: si.Held, Waiting: si.Parked, RemoteAddr: si.RemoteAddr}
+			IdleMS: si.Idle.Milliseconds(), ExpiresAt: end.UTC(), Held: si.Held, Waiting: si.Parked, RemoteAddr: si.RemoteAddr,
+			account: si.Account}
 		if c := s.sessionClient(si.ID); c != nil {
 			sj.FrontEnd, sj.ClientID, sj.Anonymous = frontHTTP, c.id, c.anon
 		}
@@ -99,10 +102,10 @@ func (s *Server) sessionList() ([]sessionJSON, map[uint64]time.Time, time.Time) 
 	return list, ends, now
 }
 
-// keyList reads the keys of the table that begin with prefix, sorted by
-// their bytes, with their holders and waiters (from Export, under one
-// hold of the node's lock).
-func (s *Server) keyList(prefix string) []keyJSON {
+// keyList reads the keys of the table that begin with prefix and that
+// the caller may use, sorted by their bytes, with their holders and
+// waiters (from Export, under one hold of the node's lock).
+func (s *Server) keyList(prefix string, caller *caller) []keyJSON {
 	_, sessionEnd, now := s.sessionList()
 	keys := []keyJSON{}
 	// who names the front end and client of a session.
@@ -126,7 +129,7 @@ func (s *Server) keyList(prefix string) []keyJSON {
 	var records []mutex.Record
 	s.node.Export(func(r *mutex.Record) {
 		if (r.Kind == mutex.RecordKey || r.Kind == mutex.RecordHolder || r.Kind == mutex.RecordWaiter) &&
-			strings.HasPrefix(r.Key, prefix) {
+			strings.HasPrefix(r.Key, prefix) && caller.mayUse(r.Key) {
 			records = append(records, *r)
 		}
 	})
@@ -193,14 +196,18 @@ func (s *Server) keyList(prefix string) []keyJSON {
 
 // observability serves GET /api/v1/locks/observability[?prefix=...]:
 // every key held, waited for or in lock-delay, with its holders and
-// waiters.
+// waiters; for a client principal, of the keys its prefixes allow.
 func (s *Server) observability(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.keyList(r.URL.Query().Get("prefix")))
+	writeJSON(w, http.StatusOK, s.keyList(r.URL.Query().Get("prefix"), callerOf(r)))
 }
 
 // sessions serves GET /api/v1/locks/sessions: every session of the
-// table, of HTTP clients and of the session protocol.
+// table, of HTTP clients and of the session protocol; for a client
+// principal, the sessions charged to it.
 func (s *Server) sessions(w http.ResponseWriter, r *http.Request) {
 	list, _, _ := s.sessionList()
+	if who := callerOf(r); !who.seesAll() {
+		list = slices.DeleteFunc(list, func(sj sessionJSON) bool { return sj.account != who.account })
+	}
 	writeJSON(w, http.StatusOK, list)
 }

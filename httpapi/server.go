@@ -45,9 +45,9 @@ type Server struct {
 	group   serve.Group
 
 	mu        sync.Mutex
-	clients   map[string]*client // by client_id
+	clients   map[clientKey]*client // by principal and client_id
 	bySession map[uint64]*client
-	anon      *client
+	anon      map[string]*client // by principal: the anonymous sessions
 
 	conns connCount // connections accepted and not yet closed
 
@@ -68,7 +68,7 @@ func New(n *mutex.Node, cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	s := &Server{
 		node: n, cfg: cfg, log: serve.Discard(cfg.Logger),
-		clients: make(map[string]*client), bySession: make(map[uint64]*client),
+		clients: make(map[clientKey]*client), bySession: make(map[uint64]*client), anon: make(map[string]*client),
 		stopping: make(chan struct{}),
 	}
 	s.conns.zero.L = &s.conns.mu
@@ -94,13 +94,9 @@ func New(n *mutex.Node, cfg Config) (*Server, error) {
 		}
 	}
 	s.hub = newHub(cfg.RingSize, cfg.SubscriberLag, uint64(max(n.Now().UnixMicro(), 0)), dropped.Inc)
-	for _, si := range n.Snapshot().Sessions {
-		if !s.adopt(si.ID, si.Name, false) && si.Name == anonymousName {
-			s.adopt(si.ID, si.Name, true)
-		}
-	}
+	s.adoptAll(n.Snapshot().Sessions)
 	s.stopObserve = n.Observe(s.observe)
-	s.handler = s.routes()
+	s.handler = s.guard(s.routes())
 	for i := len(cfg.Middleware) - 1; i >= 0; i-- {
 		s.handler = cfg.Middleware[i](s.handler)
 	}
@@ -129,17 +125,14 @@ func (s *Server) observe(ev mutex.Event) {
 	s.hub.observe(ev, id)
 }
 
-// keepAnonymous touches the anonymous session until the server stops.
+// keepAnonymous touches the anonymous sessions until the server stops.
 func (s *Server) keepAnonymous() {
 	t := time.NewTicker(anonymousTTL / 4)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
-			s.mu.Lock()
-			a := s.anon
-			s.mu.Unlock()
-			if a != nil {
+			for _, a := range s.anonymous() {
 				a.touch()
 			}
 		case <-s.stopping:

@@ -35,13 +35,18 @@ func lastEventID(w http.ResponseWriter, r *http.Request) (id uint64, resume, ok 
 
 // subscribe serves GET /api/v1/locks/subscribe[?prefix=...]: the events of
 // the keys that begin with prefix, as Server-Sent Events, from now on, or
-// after Last-Event-ID out of the ring.
+// after Last-Event-ID out of the ring. A client principal with prefixes
+// must name a prefix within them.
 func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	after, resume, ok := lastEventID(w, r)
 	if !ok {
 		return
 	}
-	sub, backlog, missed := s.hub.join(r.URL.Query().Get("prefix"), after, resume)
+	prefix := r.URL.Query().Get("prefix")
+	if who := callerOf(r); who.principal != nil && !s.allowed(w, who, prefix, who.principal.MayWatch) {
+		return
+	}
+	sub, backlog, missed := s.hub.join(prefix, after, resume)
 	if sub == nil {
 		shuttingDown(w)
 		return

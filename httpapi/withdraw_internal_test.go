@@ -18,7 +18,7 @@ func TestWithdrawReleasesARacedGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	c := s.clientFor("")
+	c := s.clientFor("", "")
 	acquire := func(owner string, wait time.Duration, ch chan mutex.Output) applied {
 		cmd := mutex.Command{Op: mutex.OpAcquire, Key: "k", Source: owner, Owner: owner, Try: wait == 0, Wait: wait, ConnBound: true}
 		a, ok := c.apply(cmd, ch, false)
@@ -60,7 +60,7 @@ func TestEndedSessionAsksAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	old := s.clientFor("c")
+	old := s.clientFor("", "c")
 	if old.ensure("") != mutex.StatusOK {
 		t.Fatal("not opened")
 	}
@@ -72,7 +72,7 @@ func TestEndedSessionAsksAgain(t *testing.T) {
 	if _, ok := old.apply(cmd, make(chan mutex.Output, 2), true); ok {
 		t.Fatal("applied in an expired session")
 	}
-	fresh := s.clientFor("c")
+	fresh := s.clientFor("", "c")
 	a, ok := fresh.apply(cmd, nil, true)
 	if fresh == old || !ok || a.res.Status != mutex.StatusGranted || fresh.sid == old.sid {
 		t.Fatalf("fresh client %p (old %p), %v %v, sessions %d and %d", fresh, old, ok, a.res.Status, fresh.sid, old.sid)

@@ -76,6 +76,7 @@ func (h Holder) Held(now time.Time) time.Duration { return max(now.Sub(h.Acquire
 type SessionInfo struct {
 	ID         uint64
 	Name       string
+	Account    string // who it is charged to (Command.Account); empty: nobody
 	TTL        time.Duration
 	Held       int           // locks it holds
 	Parked     int           // requests it has waiting
@@ -143,7 +144,7 @@ func (t *Table) snapshot(now time.Time) Snapshot {
 		})
 	}
 	for _, ss := range t.sessions {
-		s.Sessions = append(s.Sessions, SessionInfo{ID: ss.id, Name: ss.name.Value(),
+		s.Sessions = append(s.Sessions, SessionInfo{ID: ss.id, Name: ss.name.Value(), Account: ss.account.Value(),
 			TTL: time.Duration(ss.ttl), Held: ss.heldN, Parked: ss.parkedN})
 	}
 	sort.Slice(s.Holders, func(a, b int) bool {
