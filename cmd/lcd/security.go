@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/locking-center/locking-center/auth"
 	"github.com/locking-center/locking-center/internal/ratelimit"
@@ -216,4 +217,28 @@ func bearer(r *http.Request) []byte {
 		return []byte(strings.TrimSpace(h[7:]))
 	}
 	return nil
+}
+
+// overLimitAnswer is what a connection to the HTTP API that finds no room
+// under MAX_CONNECTIONS gets before it is closed.
+var overLimitAnswer = func() []byte {
+	body := `{"status":"failed","message":"the server has as many connections as it allows; try again later","code":"over_limit"}` + "\n"
+	return []byte("HTTP/1.1 503 Service Unavailable\r\n" +
+		"Content-Type: application/json\r\n" +
+		"Retry-After: 1\r\n" +
+		"Connection: close\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+}()
+
+// refuseWriteTimeout bounds the write of overLimitAnswer; it fits in an
+// empty send buffer, so it never waits in practice.
+const refuseWriteTimeout = 50 * time.Millisecond
+
+// refuseHTTP answers a plain-text HTTP connection that the connection cap
+// turns away with 503 and Retry-After, without waiting for it: it runs in
+// the accept loop. Over TLS there is no handshake yet to answer in, so
+// such a connection should only be closed: skip this there.
+func refuseHTTP(c net.Conn) {
+	c.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
+	c.Write(overLimitAnswer)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -84,17 +83,7 @@ func (p *subprocess) waitLog(t *testing.T, want string, n int) {
 // token when not empty, and its status.
 func metricsText(t *testing.T, addr, path, token string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return httpDo(t, addr, http.MethodGet, path, "", token)
 }
 
 func TestAuthenticationEndToEnd(t *testing.T) {

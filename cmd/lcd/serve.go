@@ -149,6 +149,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if api, err = httpapi.New(node, httpapi.Config{
 			SessionTTL: cfg.HTTPSessionTTL, LockDelay: cfg.LockDelay, HeaderTimeout: cfg.HeaderTimeout,
 			Version: version, Registerer: reg, Metrics: promHandler, Logger: log,
+			Tokens: sec.tokens(), Rates: sec.rates,
 		}); err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
@@ -162,6 +163,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		slog.String("http", httpAddr))...)
 
 	lns[2] = netserve.LimitListener(lns[2], sec.gate, true, func(net.Conn) { node.Refused(mutex.RefusedConnections) })
+	if api != nil {
+		lns[3] = netserve.LimitListener(lns[3], sec.gate, false, func(c net.Conn) {
+			node.Refused(mutex.RefusedConnections)
+			refuseHTTP(c)
+		})
+	}
 	reloads := make(chan os.Signal, 1)
 	signal.Notify(reloads, syscall.SIGHUP)
 	defer signal.Stop(reloads)
