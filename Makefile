@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test test-go test-clients test-deploy bench bench-v1 bench-session soak soak-crash soak-powerloss soak-cluster fuzz clean
+.PHONY: all build run test test-go test-clients test-deploy bench bench-v1 bench-session bench-http soak soak-crash soak-powerloss soak-cluster fuzz clean
 
 all: build
 
@@ -45,6 +45,9 @@ bench-v1:
 
 bench-session:
 	$(GO) run ./internal/bench -only session-throughput,session-hotkey,session-memory
+
+bench-http:
+	$(GO) run ./internal/bench -only http-throughput
 
 # Long soaks of the write-ahead log: lcd killed with SIGKILL and restarted,
 # round after round; then power losses simulated under the log, which drop

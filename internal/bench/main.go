@@ -38,6 +38,14 @@
 //     request, and the server's CPU while those sessions PING every
 //     keepalive_ms, for lcd and for the session floor.
 //
+// The part of the HTTP API:
+//
+//   - http-throughput: uncontended acquire+release cycles over lcd's HTTP
+//     API at 16 clients (-http-clients), each its own key and client_id,
+//     on keep-alive connections of one net/http client, beside the same
+//     lcd's session protocol and a redis-server, in alternating rounds;
+//     cycles/s, server CPU per cycle and the HTTP API's ratios to both.
+//
 // With -before BIN, the session parts also measure the lcd binary BIN (of
 // an earlier commit, say) in the same rounds, for before/after figures.
 // With -perf DIR, each lcd and floor server the benchmark starts is
@@ -78,6 +86,7 @@ var (
 	redisBin = flag.String("redis", "redis-server", "the redis-server binary of session-throughput; the Redis columns are left empty when it is not found")
 	sessions = flag.Int("sessions", 10_000, "idle sessions for session-memory")
 	cycList  = flag.String("session-clients", "1,16,64", "comma-separated client counts of session-throughput")
+	httpList = flag.String("http-clients", "16", "comma-separated client counts of http-throughput")
 	before   = flag.String("before", "", "another lcd binary (say, of an earlier commit) to measure beside lcd in the session parts")
 	perfDir  = flag.String("perf", "", "a directory to record each lcd and floor into with perf record -g (lcd-N.data, floor-N.data)")
 
@@ -85,7 +94,7 @@ var (
 )
 
 // allParts are the parts of the benchmark, in the order they run.
-var allParts = []string{"throughput", "hotkey", "memory", "session-throughput", "session-hotkey", "session-memory"}
+var allParts = []string{"throughput", "hotkey", "memory", "session-throughput", "session-hotkey", "session-memory", "http-throughput"}
 
 // lcdLogLevel is the LOG_LEVEL of the lcd under measurement.
 var lcdLogLevel = "warn"
@@ -109,6 +118,7 @@ func main() {
 
 	hotClients = counts("hot-clients", *hotList, 2)
 	cycleClients = counts("session-clients", *cycList, 1)
+	httpClientCounts = counts("http-clients", *httpList, 1)
 	parts := strings.Split(*only, ",")
 	for _, p := range parts {
 		if !slices.Contains(allParts, p) {
@@ -133,6 +143,9 @@ func main() {
 	}
 	if slices.Contains(parts, "session-memory") {
 		sessionMemory(lcd, floor, *before)
+	}
+	if slices.Contains(parts, "http-throughput") {
+		httpThroughput(lcd, *redisBin)
 	}
 }
 
@@ -168,27 +181,38 @@ type server struct {
 	cmd     *exec.Cmd
 	addr    string    // mutex port, or Redis's port
 	metrics string    // metrics endpoint, lcd only
+	http    string    // HTTP API, lcd started with it only
 	perf    *exec.Cmd // perf recording the server, with -perf
 	dir     string    // removed once the server stopped
 	sha     string    // Redis only: the SHA1 of releaseScript
 }
 
-// startLCD runs lcd on free ports of 127.0.0.1 and waits for it to listen.
-// The HTTP API is off: nothing here measures it, and its port (the mutex
-// port + 3) was not picked free.
-func startLCD(bin string) *server {
-	ports := freePorts(3)
+// startLCD runs lcd on free ports of 127.0.0.1 and waits for it to listen,
+// with its HTTP API off.
+func startLCD(bin string) *server { return startLCDWith(bin, false) }
+
+// startLCDWith is startLCD, with the HTTP API on a free port when
+// withHTTP is set.
+func startLCDWith(bin string, withHTTP bool) *server {
+	ports := freePorts(4)
 	cmd := exec.Command(bin)
+	httpAddr := ""
+	if withHTTP {
+		httpAddr = "127.0.0.1:" + ports[3]
+	}
 	cmd.Env = append(os.Environ(),
 		"BIND_ADDRESS=127.0.0.1:"+ports[0],
 		"MANAGER_ADDRESS=127.0.0.1:"+ports[1],
 		"METRICS_ADDRESS=127.0.0.1:"+ports[2],
-		"HTTP_ADDRESS=",
+		"HTTP_ADDRESS="+httpAddr,
 		"LOG_LEVEL="+lcdLogLevel)
 	cmd.Stderr = os.Stderr
 	spawn(cmd)
-	s := &server{cmd: cmd, addr: "127.0.0.1:" + ports[0], metrics: "127.0.0.1:" + ports[2]}
+	s := &server{cmd: cmd, addr: "127.0.0.1:" + ports[0], metrics: "127.0.0.1:" + ports[2], http: httpAddr}
 	waitListening(s.addr)
+	if withHTTP {
+		waitListening(s.http)
+	}
 	if *perfDir != "" {
 		s.record(*perfDir)
 	}
