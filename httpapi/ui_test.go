@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/locking-center/locking-center/httpapi"
+	"github.com/locking-center/locking-center/mutex"
 )
 
 // chromiumPath returns the path of a Chromium or Chrome binary, or "".
@@ -68,7 +70,7 @@ func TestStatusPage(t *testing.T) {
 		}
 		return v
 	}
-	poll("the stream to open", `document.body.dataset.stream === "live" && document.body.dataset.updated ? "yes" : false`)
+	poll("the stream to open", `document.body.dataset.stream === "live" && document.body.dataset.transport === "eventsource" && document.body.dataset.updated ? "yes" : false`)
 
 	a := e.acquire(`{"key":"orders/batch-7","owner":"billing-7f9c","client_id":"web-1"}`)
 	granted := time.Now()
@@ -111,4 +113,67 @@ func TestStatusPage(t *testing.T) {
 			t.Errorf("events %q lack %q", events, want)
 		}
 	}
+}
+
+// With tokens, the status page asks for one when the API answers 401,
+// refuses a wrong one, keeps a good one for the tab, sends it on every
+// request and reads the event stream with fetch (EventSource cannot send
+// it): the page's poll is off, so only that stream can bring the changes.
+func TestStatusPageWithToken(t *testing.T) {
+	tab := browser(t)
+	e := start(t, options{cfg: httpapi.Config{Tokens: testTokens(t)}})
+	poll := func(what, expr string) string {
+		t.Helper()
+		v, err := chromedp.Run(tab, chromedp.Poll[string](expr, chromedp.WithPollingTimeout(30*time.Second)))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return v
+	}
+	if err := chromedp.Do(tab, chromedp.Navigate(e.url+"/?poll=3600000")); err != nil {
+		t.Fatal(err)
+	}
+	poll("the token field", `document.body.dataset.auth === "needed" && !document.getElementById("login").hidden ? "yes" : false`)
+	signIn := func(token string) {
+		t.Helper()
+		if err := chromedp.Do(tab, chromedp.SendKeys("#token", token), chromedp.Click(`#login button[type="submit"]`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signIn("wrong-token-0123456789")
+	poll("the refusal", `document.getElementById("login-error").textContent.includes("refused") && !document.getElementById("login").hidden ? "yes" : false`)
+	signIn(reportingToken)
+	poll("the stream to open", `document.body.dataset.stream === "live" && document.body.dataset.transport === "fetch" && document.getElementById("login").hidden ? "yes" : false`)
+
+	a := e.as(reportingToken, http.MethodPost, "/api/v1/locks/acquire", `{"key":"orders/batch-7","owner":"billing-7f9c","client_id":"web-1"}`)
+	expect(t, a, 200, "")
+	token := poll("the held key", `(() => { const r = document.querySelector('#held tr[data-key="orders/batch-7"]'); return r ? r.dataset.token : false })()`)
+	if token != strconv.FormatUint(a.token(), 10) {
+		t.Fatalf("page shows token %s, the grant was %d", token, a.token())
+	}
+	poll("the client's session", `[...document.querySelectorAll('#sessions tbody tr')].some(r => r.innerText.includes("web-1")) ? "yes" : false`)
+	expect(t, e.as(reportingToken, http.MethodPost, "/api/v1/locks/release", `{"key":"orders/batch-7","owner":"billing-7f9c"}`), 200, "")
+	poll("the key to go", `document.querySelector('#held tr[data-key="orders/batch-7"]') === null ? "gone" : false`)
+	events := poll("the event list", `document.getElementById("events").innerText`)
+	for _, want := range []string{"acquired orders/batch-7 by billing-7f9c", "released orders/batch-7 by billing-7f9c"} {
+		if !strings.Contains(events, want) {
+			t.Errorf("events %q lack %q", events, want)
+		}
+	}
+
+	// The tab keeps the token across a reload; nothing was refused since
+	// the wrong token.
+	before := refusals(e, mutex.RefusedUnauthenticated)
+	if err := chromedp.Do(tab, chromedp.Navigate(e.url+"/?poll=3600000")); err != nil {
+		t.Fatal(err)
+	}
+	poll("the stream after a reload", `document.body.dataset.stream === "live" && document.body.dataset.transport === "fetch" && document.getElementById("login").hidden ? "yes" : false`)
+	if got := refusals(e, mutex.RefusedUnauthenticated); got != before {
+		t.Fatalf("refusals{unauthenticated} went from %d to %d after the reload", before, got)
+	}
+	// Forgetting it asks again.
+	if err := chromedp.Do(tab, chromedp.Click("#logout")); err != nil {
+		t.Fatal(err)
+	}
+	poll("the token field again", `document.body.dataset.auth === "needed" && !document.getElementById("login").hidden && sessionStorage.length === 0 ? "yes" : false`)
 }

@@ -1,12 +1,37 @@
 // The status page: the table from the listings, kept fresh by the event
 // stream (every event refreshes it) and by a poll (?poll=ms, default 2000),
 // which also brings what makes no event (a request that starts to wait).
+//
+// When the server asks for a token (a 401), the page asks for one, keeps
+// it in sessionStorage (gone when the tab closes) and sends it as an
+// Authorization header. EventSource cannot send headers, so with a token
+// the stream is read with fetch and parsed here.
 "use strict";
 
 const api = "api/v1/locks/";
 const params = new URLSearchParams(location.search);
 const pollMs = Number(params.get("poll")) || 2000;
 const maxEvents = 200;
+const tokenKey = "locking-center-token";
+let token = sessionStorage.getItem(tokenKey) || "";
+
+function authHeaders() {
+  return token ? { Authorization: "Bearer " + token } : {};
+}
+
+// AuthError is a 401: the page has no token, or a wrong one.
+class AuthError extends Error {}
+
+function askToken(message) {
+  if (stream) stream(); // it cannot go on without a token
+  stream = null;
+  const form = document.getElementById("login");
+  form.hidden = false;
+  document.getElementById("login-error").textContent = message || "";
+  document.getElementById("logout").hidden = true;
+  document.body.dataset.auth = "needed";
+  setState("down", "token needed");
+}
 
 // parse reads JSON with fencing tokens as exact strings: they are 64-bit
 // and above 2^53, past what a JavaScript number holds.
@@ -16,7 +41,8 @@ function parse(text) {
 }
 
 function get(path) {
-  return fetch(api + path, { cache: "no-store" }).then((r) => {
+  return fetch(api + path, { cache: "no-store", headers: authHeaders() }).then((r) => {
+    if (r.status === 401) throw new AuthError("the server asks for a token");
     if (!r.ok) throw new Error(path + ": HTTP " + r.status);
     return r.text();
   }).then(parse);
@@ -93,7 +119,8 @@ async function refresh() {
     renderSessions(sessions);
     document.body.dataset.updated = String(Date.now());
   } catch (e) {
-    setState("down", "error: " + e.message);
+    if (e instanceof AuthError) askToken(token ? "That token was refused." : "");
+    else setState("down", "error: " + e.message);
   } finally {
     refreshing = false;
     if (again) { again = false; refresh(); }
@@ -125,13 +152,102 @@ function addEvent(e) {
 }
 
 // The stream starts with what the server's ring holds (last_event_id=0);
-// on a reconnect the browser's Last-Event-ID takes over.
-const stream = new EventSource(api + "subscribe?last_event_id=0");
-stream.onopen = () => { setState("live", "live"); refresh(); };
-stream.onerror = () => setState("down", "reconnecting");
-stream.onmessage = (m) => {
-  try { addEvent(parse(m.data)); } catch (e) { /* not an event of ours */ }
+// on a reconnect it resumes after the last event it saw.
+let stream = null; // what closes the current stream
+let lastId = "0";
+
+function onEvent(data) {
+  try { addEvent(parse(data)); } catch (e) { /* not an event of ours */ }
   refresh();
-};
+}
+
+function openStream() {
+  if (stream) stream();
+  if (token) { fetchStream(); return; }
+  // Without a token the browser's EventSource does it all, reconnects
+  // and Last-Event-ID included.
+  const es = new EventSource(api + "subscribe?last_event_id=0");
+  document.body.dataset.transport = "eventsource";
+  es.onopen = () => { setState("live", "live"); refresh(); };
+  es.onerror = () => setState("down", "reconnecting");
+  es.onmessage = (m) => onEvent(m.data);
+  stream = () => es.close();
+}
+
+// fetchStream reads the event stream with fetch, so that it can carry the
+// token, and parses its Server-Sent Events; it reconnects after a second
+// when the stream ends.
+function fetchStream() {
+  const ctl = new AbortController();
+  let retry = null;
+  stream = () => { ctl.abort(); clearTimeout(retry); };
+  document.body.dataset.transport = "fetch";
+  const again = () => {
+    if (ctl.signal.aborted) return;
+    setState("down", "reconnecting");
+    retry = setTimeout(fetchStream, 1000);
+  };
+  fetch(api + "subscribe?last_event_id=" + encodeURIComponent(lastId), {
+    headers: authHeaders(), cache: "no-store", signal: ctl.signal,
+  }).then(async (r) => {
+    if (r.status === 401) { askToken("That token was refused."); return; }
+    if (r.status === 403) { setState("down", "events: not allowed for this token"); return; }
+    if (!r.ok || !r.body) { again(); return; }
+    setState("live", "live");
+    refresh();
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "", data = [], id = null;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += value;
+      let nl;
+      while ((nl = buf.search(/\r\n|\r|\n/)) >= 0) {
+        if (buf[nl] === "\r" && nl === buf.length - 1) break; // a \n may follow
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + (buf.startsWith("\r\n", nl) ? 2 : 1));
+        if (line === "") { // the end of a message
+          if (id !== null) lastId = id;
+          if (data.length) onEvent(data.join("\n"));
+          data = []; id = null;
+          continue;
+        }
+        if (line.startsWith(":")) continue; // a comment
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let v = colon < 0 ? "" : line.slice(colon + 1);
+        if (v.startsWith(" ")) v = v.slice(1);
+        if (field === "data") data.push(v);
+        else if (field === "id") id = v;
+      }
+    }
+    again();
+  }).catch(again);
+}
+
+document.getElementById("login").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const input = document.getElementById("token");
+  token = input.value.trim();
+  input.value = "";
+  if (!token) return;
+  sessionStorage.setItem(tokenKey, token);
+  document.getElementById("login").hidden = true;
+  document.getElementById("logout").hidden = false;
+  document.body.dataset.auth = "token";
+  openStream();
+  refresh();
+});
+
+document.getElementById("logout").addEventListener("click", () => {
+  sessionStorage.removeItem(tokenKey);
+  token = "";
+  if (stream) stream();
+  stream = null;
+  askToken("");
+});
+
+document.getElementById("logout").hidden = !token;
+openStream();
 refresh();
 setInterval(refresh, pollMs);
