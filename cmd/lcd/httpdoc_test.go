@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,27 +20,84 @@ import (
 // docExample is one curl command of docs/http.md and the output the doc
 // shows for it.
 type docExample struct {
-	line    int    // of the command in the doc
-	command string // a shell command line
-	kind    string // the output block's info string: http, json or text
+	line    int      // of the command in the doc
+	lcd     []string // the settings of the lcd it runs against; nil: a default lcd
+	command string   // a shell command line
+	kind    string   // the output block's info string: http, json or text
 	want    string
 }
 
+// docTokens is the path that the doc's lcd commands give AUTH_TOKENS_FILE;
+// the file is the first block of the section authSection.
+const (
+	docTokens   = "tokens"
+	authSection = "Authentication"
+)
+
 // docExamples reads every fenced sh block that is a curl command, with
-// the fenced block that follows it.
+// the fenced block that follows it. An sh block "NAME=value ... lcd"
+// starts an lcd with those settings for the examples that follow it, up
+// to the next ## heading.
 func docExamples(t *testing.T, doc string) []docExample {
 	t.Helper()
-	type block struct {
-		line       int
-		info, body string
+	blocks := docBlocks(doc)
+	var out []docExample
+	var settings []string
+	section := ""
+	for i, b := range blocks {
+		if b.section != section {
+			section, settings = b.section, nil
+		}
+		if s, ok := lcdCommand(b); ok {
+			settings = s
+			continue
+		}
+		if b.info != "sh" || !strings.HasPrefix(b.body, "curl ") {
+			continue
+		}
+		if i+1 == len(blocks) || blocks[i+1].info == "sh" {
+			t.Fatalf("docs/http.md:%d: a curl example without its output block", b.line)
+		}
+		out = append(out, docExample{line: b.line, lcd: settings, command: b.body, kind: blocks[i+1].info, want: blocks[i+1].body})
 	}
-	var blocks []block
+	return out
+}
+
+// lcdCommand returns the settings of b when it is an sh block that starts
+// lcd: "NAME=value ... lcd", at least one setting.
+func lcdCommand(b docBlock) ([]string, bool) {
+	f := strings.Fields(b.body)
+	if b.info != "sh" || len(f) < 2 || f[len(f)-1] != "lcd" {
+		return nil, false
+	}
+	for _, s := range f[:len(f)-1] {
+		if !strings.Contains(s, "=") {
+			return nil, false
+		}
+	}
+	return f[:len(f)-1], true
+}
+
+// docBlock is a fenced block of a doc.
+type docBlock struct {
+	line                int
+	section, info, body string
+}
+
+// docBlocks reads the fenced blocks of doc, each with the ## heading it
+// is under.
+func docBlocks(doc string) []docBlock {
+	var blocks []docBlock
+	section := ""
 	lines := strings.Split(doc, "\n")
 	for i := 0; i < len(lines); i++ {
+		if h, ok := strings.CutPrefix(lines[i], "## "); ok {
+			section = h
+		}
 		if !strings.HasPrefix(lines[i], "```") {
 			continue
 		}
-		b := block{line: i + 1, info: strings.TrimPrefix(lines[i], "```")}
+		b := docBlock{line: i + 1, section: section, info: strings.TrimPrefix(lines[i], "```")}
 		var body []string
 		for i++; i < len(lines) && lines[i] != "```"; i++ {
 			body = append(body, lines[i])
@@ -45,23 +105,31 @@ func docExamples(t *testing.T, doc string) []docExample {
 		b.body = strings.Join(body, "\n")
 		blocks = append(blocks, b)
 	}
-	var out []docExample
-	for i, b := range blocks {
-		if b.info != "sh" || !strings.HasPrefix(b.body, "curl ") {
-			continue
-		}
-		if i+1 == len(blocks) || blocks[i+1].info == "sh" {
-			t.Fatalf("docs/http.md:%d: a curl example without its output block", b.line)
-		}
-		out = append(out, docExample{line: b.line, command: b.body, kind: blocks[i+1].info, want: blocks[i+1].body})
-	}
-	return out
+	return blocks
 }
+
+// docTokensFile writes the tokens file of the doc's authentication section
+// (its first block) into a file of t's and returns its path.
+func docTokensFile(t *testing.T, doc string) string {
+	t.Helper()
+	for _, b := range docBlocks(doc) {
+		if b.section == authSection {
+			return writeTokens(t, filepath.Join(t.TempDir(), docTokens), b.body+"\n")
+		}
+	}
+	t.Fatalf("docs/http.md has no section %q", authSection)
+	return ""
+}
+
+// exampleTimeout bounds one curl example: a stream the doc cuts says so
+// with --max-time, well under it.
+const exampleTimeout = time.Minute
 
 // Every curl example of docs/http.md, run in the doc's order with curl
 // against a live lcd, answers what the doc shows, but for what differs
 // from run to run: fencing tokens and event ids, times, durations, client
-// ports and the version.
+// ports and the version. The examples under an lcd command of the doc run
+// against an lcd started with its settings.
 func TestHTTPDocExamples(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("no curl on PATH: the examples of docs/http.md are not run")
@@ -102,9 +170,27 @@ func TestHTTPDocExamples(t *testing.T) {
 	}()
 	defer func() { close(stop); <-done }()
 
+	tokens := docTokensFile(t, string(doc))
+	lcds := map[string]string{"": addrs.HTTP} // settings: HTTP address
+	var started int
 	for _, ex := range examples {
-		cmd := strings.ReplaceAll(ex.command, "localhost:22122", addrs.HTTP)
-		out, err := exec.Command("sh", "-c", cmd).Output()
+		settings := strings.Join(ex.lcd, " ")
+		addr, ok := lcds[settings]
+		if !ok {
+			env := slices.Clone(ex.lcd)
+			for i, s := range env {
+				if s == "AUTH_TOKENS_FILE="+docTokens {
+					env[i] = "AUTH_TOKENS_FILE=" + tokens
+				}
+			}
+			_, a := startLCD(t, "", env...)
+			addr, lcds[settings] = a.HTTP, a.HTTP
+			started++
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), exampleTimeout)
+		cmd := strings.ReplaceAll(ex.command, "localhost:22122", addr)
+		out, err := exec.CommandContext(ctx, "sh", "-c", cmd).Output()
+		cancel()
 		var exit *exec.ExitError
 		if errors.As(err, &exit) && exit.ExitCode() == 28 && strings.Contains(cmd, "--max-time") {
 			err = nil // a stream, cut by its --max-time as the doc says
@@ -115,6 +201,9 @@ func TestHTTPDocExamples(t *testing.T) {
 		if diffs := compareOutput(ex, string(out)); len(diffs) > 0 {
 			t.Errorf("docs/http.md:%d: %s\n%s\ngot:\n%s", ex.line, ex.command, strings.Join(diffs, "\n"), out)
 		}
+	}
+	if started < 2 {
+		t.Errorf("docs/http.md started %d lcds of its own, want one for the authentication examples and one for the limits", started)
 	}
 }
 
