@@ -135,8 +135,12 @@ func (s *sess) Flush() {
 		}
 	}
 	closing := s.closing && len(s.items) == 0 || end
-	s.mu.Unlock()
+	// Sent before the unlock: Flush runs in many goroutines at once (the
+	// reader's, the watch writer's, every caller whose command owed the
+	// session a frame), and what one took from items must reach the
+	// connection before what the next takes. send never waits.
 	c.send(buf)
+	s.mu.Unlock()
 	if closing {
 		c.close()
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locking-center/locking-center/mutex"
 	"github.com/locking-center/locking-center/oneshot"
 	"github.com/locking-center/locking-center/store"
 )
@@ -569,5 +570,64 @@ func TestWatch(t *testing.T) {
 	pid := w.send(TypePing)
 	if f := w.expect(TypeOK); f.ID != pid {
 		t.Fatalf("after the cancel got a frame for id %d", f.ID)
+	}
+}
+
+// A session's frames leave in the order they were owed, however many
+// goroutines flush it at once: here the watch writer (events of v1 locks)
+// and the session's own reader (answers to its pings). Each key's events
+// carry increasing tokens.
+func TestFramesKeepTheirOrder(t *testing.T) {
+	e := start(t, envOptions{})
+	w := e.hello(t, "watcher")
+	wid := w.send(TypeWatch, func(fb *frameBuilder) { fb.str(TagKey, "o/") })
+	w.expect(TypeOK)
+	const cycles = 20000
+	locked := make(chan error, 1)
+	go func() {
+		for range cycles {
+			if _, _, err := e.node.TryLock(mutex.Claim{Key: "o/k", Source: "v1"}); err != nil {
+				locked <- err
+				return
+			}
+			if _, err := e.node.Release("o/k"); err != nil {
+				locked <- err
+				return
+			}
+		}
+		locked <- nil
+	}()
+	stop := make(chan struct{})
+	pinged := make(chan struct{})
+	go func() {
+		defer close(pinged)
+		ping := frameOf(TypePing, 1)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := w.c.Write(ping); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); <-pinged }()
+	var last uint64
+	for seen := 0; seen < 2*cycles; {
+		f := w.read()
+		if f.Type != TypeEvent || f.ID != wid {
+			continue
+		}
+		seen++
+		tok, _ := f.Uint(TagToken)
+		if tok < last {
+			t.Fatalf("event %d has token %d after %d: frames left out of order", seen, tok, last)
+		}
+		last = tok
+	}
+	if err := <-locked; err != nil {
+		t.Fatal(err)
 	}
 }
