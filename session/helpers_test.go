@@ -58,6 +58,8 @@ type envOptions struct {
 	clock   *clock
 	journal mutex.Journal
 	table   *mutex.Table // read back from a journal; nil: empty
+	// onConn, when set, sees each session connection before it is served.
+	onConn func(net.Conn)
 }
 
 // start serves a new node until the test ends.
@@ -83,7 +85,12 @@ func startOn(t *testing.T, o envOptions) *env {
 		t.Fatal(err)
 	}
 	v1, err := oneshot.NewServer(node, oneshot.ServerConfig{Logger: log,
-		Handoff: &oneshot.Handoff{First: Preface[0], Serve: ss.Serve}})
+		Handoff: &oneshot.Handoff{First: Preface[0], Serve: func(nc net.Conn, got []byte) {
+			if o.onConn != nil {
+				o.onConn(nc)
+			}
+			ss.Serve(nc, got)
+		}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,12 +50,17 @@ func (s *sess) queue(it item) {
 	s.mu.Unlock()
 }
 
-// queueBounded adds it unless the session already owes limit frames, and
+// queueBounded adds it unless the session already owes limit frames
+// (queued here, or sent to its connection and not yet in the socket), and
 // reports whether it did.
 func (s *sess) queueBounded(it item, limit int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.items) >= limit {
+	owed := len(s.items)
+	if s.conn != nil {
+		owed += s.conn.backlog()
+	}
+	if owed >= limit {
 		return false
 	}
 	s.items = append(s.items, it)
@@ -106,9 +111,14 @@ func (s *sess) Flush() {
 		ready++
 	}
 	end := false
+	frames := 0
 	for i := range s.items[:ready] {
 		var r *mutex.Command
+		n := len(buf)
 		buf, r, end = s.encode(buf, &s.items[i])
+		if len(buf) > n {
+			frames++
+		}
 		if r != nil {
 			revoke = append(revoke, *r)
 		}
@@ -139,7 +149,7 @@ func (s *sess) Flush() {
 	// reader's, the watch writer's, every caller whose command owed the
 	// session a frame), and what one took from items must reach the
 	// connection before what the next takes. send never waits.
-	c.send(buf)
+	c.sendFrames(buf, frames)
 	s.mu.Unlock()
 	if closing {
 		c.close()
