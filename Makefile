@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test test-go test-clients test-deploy bench soak soak-cluster fuzz clean
+.PHONY: all build run test test-go test-clients test-deploy bench bench-modes soak soak-cluster fuzz clean
 
 all: build
 
@@ -35,6 +35,11 @@ test-deploy:
 
 bench:
 	$(GO) run ./internal/bench
+
+# The lock modes of the session protocol: readers and a writer, a
+# semaphore, priority aging, acquires beside 10,000 waiting sessions.
+bench-modes:
+	$(GO) run ./internal/bench/modes
 
 # A long crash-and-restart soak of the write-ahead log.
 soak:
