@@ -172,15 +172,14 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 		o.box.stop()
 		return o.box.ch
 	}
-	w := s.startWatch(e.key, o)
-	o.w = w
-	s.mu.Unlock()
-	context.AfterFunc(ctx, func() {
+	o.w = s.startWatch(e.key, o)
+	o.stopCancel = context.AfterFunc(ctx, func() {
 		s.mu.Lock()
-		s.endWatch(w, ctx.Err())
+		s.endWatch(o.w, ctx.Err())
 		s.mu.Unlock()
 		o.box.stop()
 	})
+	s.mu.Unlock()
 	return o.box.ch
 }
 
@@ -193,6 +192,8 @@ type observer struct {
 	w   *watcher
 	key string
 	box *outbox[Leader]
+
+	stopCancel func() bool // stops Observe's context.AfterFunc
 
 	cur     Leader // the leader as the frames so far tell it
 	sent    Leader // the last value delivered
@@ -238,6 +239,9 @@ func (o *observer) restarted(bool) error {
 func (o *observer) end(err error) {
 	o.ended = true
 	o.box.end(err)
+	if o.stopCancel != nil {
+		o.stopCancel()
+	}
 }
 
 // ask sends a DESCRIBE of the key, or another once the one in flight is

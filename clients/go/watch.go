@@ -195,10 +195,11 @@ type Watcher struct {
 	box    *outbox[Event]
 	prefix string
 
-	err error // guarded by s.mu; why the watch ended
+	// Guarded by s.mu.
+	err        error       // why the watch ended
+	stopCancel func() bool // stops the watch's context.AfterFunc
 
-	stopOnce   sync.Once
-	stopCancel func() bool
+	stopOnce sync.Once
 }
 
 // Watch streams the events of every key that begins with prefix (at most
@@ -249,7 +250,9 @@ func (s *Session) Watch(ctx context.Context, prefix string) (*Watcher, error) {
 		wt.stop(err)
 		return nil, err
 	}
+	s.mu.Lock()
 	wt.stopCancel = context.AfterFunc(ctx, func() { wt.stop(fmt.Errorf("watch %q: %w", prefix, ctx.Err())) })
+	s.mu.Unlock()
 	return wt, nil
 }
 
@@ -279,10 +282,11 @@ func (w *Watcher) stop(err error) {
 	w.stopOnce.Do(func() {
 		w.s.mu.Lock()
 		w.s.endWatch(w.w, err)
+		stopCancel := w.stopCancel
 		w.s.mu.Unlock()
 		w.box.stop()
-		if w.stopCancel != nil {
-			w.stopCancel()
+		if stopCancel != nil {
+			stopCancel()
 		}
 	})
 }
