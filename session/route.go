@@ -3,8 +3,10 @@ package session
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/locking-center/locking-center/auth"
 	"github.com/locking-center/locking-center/mutex"
 )
 
@@ -27,21 +29,30 @@ func (it *item) durable() mutex.Pending {
 // delivers to, and the frames owed to the client, in order. It outlives
 // its connections: while none is attached, frames wait for the resume.
 type sess struct {
-	srv  *Server
-	id   uint64
-	name string
-	live *mutex.Live
+	srv       *Server
+	id        uint64
+	name      string
+	live      atomic.Pointer[mutex.Live]
+	principal *auth.Principal // nil without authentication
+	account   string          // charged for its locks, and rate-limited
 
-	mu      sync.Mutex
-	conn    *conn  // attached connection, nil while none is
-	items   []item // owed, in order
-	batch   bool   // the reader is handling a batch of frames: it flushes at its end
-	waiting bool   // a goroutine waits for a Pending of the first item
-	closing bool   // close the connection once everything is written
+	mu       sync.Mutex
+	conn     *conn  // attached connection, nil while none is
+	items    []item // owed, in order
+	batch    bool   // the reader is handling a batch of frames: it flushes at its end
+	waiting  bool   // a goroutine waits for a Pending of the first item
+	flushing bool   // a goroutine is in Flush: others leave their items to it
+	again    bool   // items came while it flushed: it goes round once more
+	closing  bool   // close the connection once everything is written
 }
 
 // Deliver queues o. It is called with the node's lock held.
-func (s *sess) Deliver(o mutex.Output) { s.queue(item{out: o}) }
+func (s *sess) Deliver(o mutex.Output) {
+	s.mu.Lock()
+	s.items = append(s.items, item{})
+	s.items[len(s.items)-1].out = o
+	s.mu.Unlock()
+}
 
 // queue adds it to what is owed.
 func (s *sess) queue(it item) {
@@ -65,6 +76,16 @@ func (s *sess) queueBounded(it item, limit int) bool {
 	}
 	s.items = append(s.items, it)
 	return true
+}
+
+// queueRaw adds a frame already encoded to what is owed. (Deliver and
+// queueRaw fill the item in place: an item is large, and a copy of it on
+// the stack of the connection's goroutine would grow that stack.)
+func (s *sess) queueRaw(raw []byte) {
+	s.mu.Lock()
+	s.items = append(s.items, item{})
+	s.items[len(s.items)-1].raw = raw
+	s.mu.Unlock()
 }
 
 // beginBatch holds writes back while the reader handles the frames of one
@@ -91,21 +112,55 @@ func (s *sess) closeAfterFlush() {
 	s.Flush()
 }
 
+// flushBufs holds the buffers Flush encodes into, so that a flush
+// allocates none; one returns to the pool once its bytes are written or
+// copied. A buffer that grew over maxPooled is left to the collector.
+var flushBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooled = 16 << 10
+
 // Flush writes what is owed, in order, to the attached connection: every
 // item whose change is durable. The first that is not yet durable, and
 // all after it, wait; a goroutine waits for it and flushes again. A grant
 // that could not be made durable is answered not_durable instead and
 // revoked. Flush never blocks: the connection takes what it can at once
 // and a goroutine writes the rest.
+//
+// One goroutine flushes at a time: one that finds another flushing leaves
+// its items to it, and the flusher goes round again before it stops. Two
+// flushers could otherwise hand their bytes to the connection in the other
+// order than they took them from the queue.
 func (s *sess) Flush() {
-	var revoke []mutex.Command
 	s.mu.Lock()
+	if s.flushing {
+		s.again = true
+		s.mu.Unlock()
+		return
+	}
+	s.flushing = true
+	for {
+		s.again = false
+		s.flushOnce() // unlocks s.mu
+		s.mu.Lock()
+		if !s.again {
+			s.flushing = false
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+// flushOnce writes what is owed and ready, as Flush says. It is called
+// with s.mu held and returns with it released.
+func (s *sess) flushOnce() {
+	var revoke []mutex.Command
 	if s.batch || s.waiting || s.conn == nil {
 		s.mu.Unlock()
 		return
 	}
 	c := s.conn
-	var buf []byte
+	bp := flushBufs.Get().(*[]byte)
+	buf := (*bp)[:0]
 	ready := 0
 	for ready < len(s.items) && mutex.Ready(s.items[ready].durable()) {
 		ready++
@@ -145,12 +200,12 @@ func (s *sess) Flush() {
 		}
 	}
 	closing := s.closing && len(s.items) == 0 || end
-	// Sent before the unlock: Flush runs in many goroutines at once (the
-	// reader's, the watch writer's, every caller whose command owed the
-	// session a frame), and what one took from items must reach the
-	// connection before what the next takes. send never waits.
-	c.sendFrames(buf, frames)
 	s.mu.Unlock()
+	c.sendFrames(buf, frames) // copies what it does not write at once
+	if cap(buf) <= maxPooled {
+		*bp = buf[:0]
+		flushBufs.Put(bp)
+	}
 	if closing {
 		c.close()
 	}
@@ -262,6 +317,8 @@ func statusCode(st mutex.Status) (Code, string) {
 		return CodeUpgrade, "a shared holder cannot take the key exclusively"
 	case mutex.StatusLimitMismatch:
 		return CodeLimitMismatch, "the limit is not the key's"
+	case mutex.StatusOverLimit:
+		return CodeOverLimit, "the source holds or has parked as many as it may"
 	}
 	return CodeBadRequest, "the request is out of range: " + st.String()
 }

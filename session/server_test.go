@@ -573,62 +573,35 @@ func TestWatch(t *testing.T) {
 	}
 }
 
-// A session's frames leave in the order they were owed, however many
-// goroutines flush it at once: here the watch writer (events of v1 locks)
-// and the session's own reader (answers to its pings). Each key's events
-// carry increasing tokens.
-func TestFramesKeepTheirOrder(t *testing.T) {
+// TestSlowReaderGetsEverythingInOrder has the server answer far more than
+// the sockets hold while the client reads nothing: the answers the socket
+// does not take at once go to the connection's drainer, and every one
+// arrives, whole and in order, once the client reads.
+func TestSlowReaderGetsEverythingInOrder(t *testing.T) {
 	e := start(t, envOptions{})
-	w := e.hello(t, "watcher")
-	wid := w.send(TypeWatch, func(fb *frameBuilder) { fb.str(TagKey, "o/") })
-	w.expect(TypeOK)
-	const cycles = 20000
-	locked := make(chan error, 1)
-	go func() {
-		for range cycles {
-			if _, _, err := e.node.TryLock(mutex.Claim{Key: "o/k", Source: "v1"}); err != nil {
-				locked <- err
-				return
-			}
-			if _, err := e.node.Release("o/k"); err != nil {
-				locked <- err
-				return
-			}
-		}
-		locked <- nil
-	}()
-	stop := make(chan struct{})
-	pinged := make(chan struct{})
-	go func() {
-		defer close(pinged)
-		ping := frameOf(TypePing, 1)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := w.c.Write(ping); err != nil {
-				return
-			}
-		}
-	}()
-	defer func() { close(stop); <-pinged }()
-	var last uint64
-	for seen := 0; seen < 2*cycles; {
-		f := w.read()
-		if f.Type != TypeEvent || f.ID != wid {
-			continue
-		}
-		seen++
-		tok, _ := f.Uint(TagToken)
-		if tok < last {
-			t.Fatalf("event %d has token %d after %d: frames left out of order", seen, tok, last)
-		}
-		last = tok
+	c := e.hello(t, "slow")
+	// Small buffers on both ends, so that the answers overflow them.
+	c.c.(*net.TCPConn).SetReadBuffer(4096)
+	e.session.mu.Lock()
+	for sc := range e.session.conns {
+		sc.nc.(*net.TCPConn).SetWriteBuffer(4096)
 	}
-	if err := <-locked; err != nil {
+	e.session.mu.Unlock()
+	const pings = 20_000 // 260 KB of OKs
+	var b []byte
+	for i := range pings {
+		b = append(b, frameOf(TypePing, uint64(2+i))...)
+	}
+	// The server reads the pings while the client does not read: its
+	// answers pile up behind the client's small window.
+	if _, err := c.c.Write(b); err != nil {
 		t.Fatal(err)
+	}
+	for i := range pings {
+		f := c.expect(TypeOK)
+		if f.ID != uint64(2+i) {
+			t.Fatalf("OK %d answers id %d, want %d", i, f.ID, 2+i)
+		}
 	}
 }
 
@@ -638,9 +611,14 @@ func TestFramesKeepTheirOrder(t *testing.T) {
 // REFUSED slow_consumer after at most that many events beyond what the
 // sockets hold, and no event of the watch after it.
 func TestWatchSlowConsumerDropped(t *testing.T) {
-	// A small send buffer keeps the kernel from holding most of them.
-	e := start(t, envOptions{onConn: func(nc net.Conn) { nc.(*net.TCPConn).SetWriteBuffer(4096) }})
+	e := start(t, envOptions{})
 	w := e.hello(t, "watcher")
+	// A small send buffer keeps the kernel from holding most of them.
+	e.session.mu.Lock()
+	for sc := range e.session.conns {
+		sc.nc.(*net.TCPConn).SetWriteBuffer(4096)
+	}
+	e.session.mu.Unlock()
 	wid := w.send(TypeWatch)
 	w.expect(TypeOK)
 	const events = 2 * maxWatchBacklog

@@ -51,6 +51,20 @@ var (
 	// acquire arrived, and once resumed the session neither holds the key
 	// for it nor waits for it: it was refused, or granted and lost since.
 	ErrAnswerLost = errors.New("lockingcenter: the answer was lost with the connection")
+	// ErrUnauthenticated: the server has authentication on and did not
+	// take the session's token (WithToken): none, an unknown one, or, on a
+	// resume, another principal's. The session ends.
+	ErrUnauthenticated = errors.New("lockingcenter: authentication failed")
+	// ErrForbidden: the token's principal may not use that key (its
+	// prefixes) or do that.
+	ErrForbidden = errors.New("lockingcenter: not allowed")
+	// ErrRateLimited: the source sent more requests than the server's
+	// per-source rate allows; nothing changed. Try again later.
+	ErrRateLimited = errors.New("lockingcenter: rate limited")
+	// ErrOverLimit: the source holds or has waiting as many locks as the
+	// server allows one source, or the server has as many connections as
+	// it allows; nothing changed.
+	ErrOverLimit = errors.New("lockingcenter: over the server's limit")
 	// ErrInvalidOwner: an owner (WithOwner) longer than 127 bytes. Nothing
 	// is sent.
 	ErrInvalidOwner = errors.New("lockingcenter: owner must be at most 127 bytes")
@@ -119,6 +133,12 @@ func refusal(op, key string, code uint64, message string) error {
 		return fmt.Errorf("%s %q: %w: the server dropped it", op, key, ErrSlowConsumer)
 	case codeUpgrade:
 		sentinel = ErrUpgrade
+	case codeForbidden:
+		return fmt.Errorf("%s %q: %w: %s", op, key, ErrForbidden, message)
+	case codeRateLimited:
+		sentinel = ErrRateLimited
+	case codeOverLimit:
+		sentinel = ErrOverLimit
 	default:
 		return fmt.Errorf("%s %q: %w: %s: %s", op, key, ErrFailed, codeName(code), message)
 	}

@@ -26,6 +26,7 @@ type sessionConfig struct {
 	ttl            time.Duration
 	connectTimeout time.Duration
 	readTimeout    time.Duration
+	token          string
 	dial           func(ctx context.Context, network, address string) (net.Conn, error)
 	clock          clock
 }
@@ -48,6 +49,24 @@ func (o sessionOption) applySession(cfg *sessionConfig) { o(cfg) }
 // default); zero or less takes the server's default (10 s).
 func WithTTL(d time.Duration) SessionOption {
 	return sessionOption(func(c *sessionConfig) { c.ttl = d })
+}
+
+// WithToken gives the session a token (an API key) for a server with
+// authentication on: HELLO and every RESUME carry it. A server without
+// authentication ignores it. At most 1,024 bytes.
+func WithToken(token string) SessionOption {
+	return sessionOption(func(c *sessionConfig) { c.token = token })
+}
+
+// maxCredential is the longest token the credential field carries.
+const maxCredential = 1024
+
+// credential adds the session's token to fields, when it has one.
+func (s *Session) credential(fields []field) []field {
+	if s.cfg.token != "" {
+		fields = append(fields, strField(tagCredential, s.cfg.token))
+	}
+	return fields
 }
 
 // WithDialer makes the session connect with dial instead of a
@@ -196,6 +215,9 @@ func NewSession(ctx context.Context, addr string, opts ...SessionOption) (*Sessi
 	if len(cfg.name) > MaxSourceLen {
 		return nil, fmt.Errorf("session at %s: %w", addr, ErrInvalidSource)
 	}
+	if len(cfg.token) > maxCredential {
+		return nil, fmt.Errorf("session at %s: a token over %d bytes", addr, maxCredential)
+	}
 	if cfg.dial == nil {
 		var d net.Dialer
 		cfg.dial = d.DialContext
@@ -210,7 +232,7 @@ func NewSession(ctx context.Context, addr string, opts ...SessionOption) (*Sessi
 		inflight: make(map[uint64]*request), holds: make(map[uint64]*hold), letGo: make(map[uint64]bool),
 		watchers: make(map[*watcher]bool), watchIDs: make(map[uint64]*watcher), unwatch: make(map[uint64]uint64),
 	}
-	hello := []field{strField(tagName, cfg.name)}
+	hello := s.credential([]field{strField(tagName, cfg.name)})
 	if cfg.ttl > 0 {
 		hello = append(hello, u32Field(tagTTL, millis(cfg.ttl)))
 	}
@@ -734,12 +756,26 @@ func (e *goodbyeError) Unwrap() error {
 		return ErrSessionExpired
 	case codeProtocolError:
 		return ErrProtocol
+	case codeUnauthenticated:
+		return ErrUnauthenticated
+	case codeRateLimited:
+		return ErrRateLimited
+	case codeOverLimit:
+		return ErrOverLimit
 	}
 	return ErrFailed
 }
 
-// final reports a GOODBYE after which resuming is pointless.
-func (e *goodbyeError) final() bool { return e.code != codeShuttingDown && e.code != codeSessionEnded }
+// final reports a GOODBYE after which resuming is pointless. A server
+// that is stopping, over its connections or the source's rate may take
+// the session back later.
+func (e *goodbyeError) final() bool {
+	switch e.code {
+	case codeShuttingDown, codeSessionEnded, codeRateLimited, codeOverLimit:
+		return false
+	}
+	return true
+}
 
 // resume opens a connection and resumes the session on it: RESUME, and a
 // PING whose answer comes after everything the server owed the session.
@@ -751,7 +787,7 @@ func (s *Session) resume(ctx context.Context) (*sconn, error) {
 	rid, syncID := s.nextID-1, s.nextID
 	s.mu.Unlock()
 	b := appendFrame([]byte(preface), frame{typ: frameResume, id: rid,
-		fields: []field{u64Field(tagSession, s.id), field{tagSecret, s.secret}}})
+		fields: s.credential([]field{u64Field(tagSession, s.id), field{tagSecret, s.secret}})})
 	b = appendFrame(b, frame{typ: framePing, id: syncID})
 	sentAt := s.clk.Now()
 	c, w, err := s.handshake(ctx, b)

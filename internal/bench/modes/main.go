@@ -113,7 +113,8 @@ type lcd struct {
 	addr string
 }
 
-// start runs bin on free ports of 127.0.0.1 and waits until it serves.
+// start prepares bin to run on free ports of 127.0.0.1, without the HTTP
+// API (nothing here measures it, and its port is not picked free).
 func start(bin string) *lcd {
 	var ports []string
 	for range 3 {
@@ -126,7 +127,7 @@ func start(bin string) *lcd {
 	}
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "BIND_ADDRESS="+ports[0], "MANAGER_ADDRESS="+ports[1],
-		"METRICS_ADDRESS="+ports[2], "LOG_LEVEL=warn", "SESSION_TTL_MAX="+ttl.String())
+		"METRICS_ADDRESS="+ports[2], "HTTP_ADDRESS=", "LOG_LEVEL=warn", "SESSION_TTL_MAX="+ttl.String())
 	cmd.Stderr = os.Stderr
 	return &lcd{cmd: cmd, addr: ports[0]}
 }
