@@ -13,6 +13,7 @@ import (
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/mutex"
+	"github.com/locking-center/locking-center/session"
 )
 
 // startManager serves the management port of srv's node on 127.0.0.1
@@ -369,5 +370,47 @@ func TestWatchSlowConsumer(t *testing.T) {
 	}
 	if s.Err() != nil {
 		t.Fatalf("the session ended: %v", s.Err())
+	}
+}
+
+// A watch ends with its session: Close, or an expiry on the server; Err
+// says which, and Observe's channel closes too.
+func TestWatchEndsWithSession(t *testing.T) {
+	clk := newFakeClock()
+	srv := startServer(t, serverOptions{clock: clk, cfg: session.Config{MinTTL: time.Second}})
+	closing := srv.open()
+	w, err := closing.Watch(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closing.Close()
+	if ev, ok := receiveOK(t, "the end of the watch", w.Events()); ok {
+		t.Fatalf("an event after Close: %+v", ev)
+	}
+	if !errors.Is(w.Err(), lockingcenter.ErrSessionClosed) {
+		t.Fatalf("Err after the session's Close: %v", w.Err())
+	}
+	if _, err := closing.Watch(context.Background(), ""); !errors.Is(err, lockingcenter.ErrSessionClosed) {
+		t.Fatalf("Watch on a closed session: %v", err)
+	}
+
+	expiring := srv.open(lockingcenter.WithTTL(time.Second), lockingcenter.WithClock(newFakeClock()))
+	w, err = expiring.Watch(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaders := lockingcenter.NewElection(expiring, "end/leader").Observe(context.Background())
+	if l, ok := receiveOK(t, "the first leader", leaders); !ok || l.Token != 0 {
+		t.Fatalf("Observe: %+v, %v", l, ok)
+	}
+	srv.advance(time.Second)
+	if _, ok := receiveOK(t, "the end of Observe", leaders); ok {
+		t.Fatal("Observe went on after its session expired")
+	}
+	if _, ok := receiveOK(t, "the end of the watch", w.Events()); ok {
+		t.Fatal("the watch went on after its session expired")
+	}
+	if !errors.Is(w.Err(), lockingcenter.ErrSessionExpired) {
+		t.Fatalf("Err after the session's expiry: %v", w.Err())
 	}
 }
