@@ -61,12 +61,17 @@ func (s *sess) queue(it item) {
 	s.mu.Unlock()
 }
 
-// queueBounded adds it unless the session already owes limit frames, and
+// queueBounded adds it unless the session already owes limit frames
+// (queued here, or sent to its connection and not yet in the socket), and
 // reports whether it did.
 func (s *sess) queueBounded(it item, limit int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.items) >= limit {
+	owed := len(s.items)
+	if s.conn != nil {
+		owed += s.conn.backlog()
+	}
+	if owed >= limit {
 		return false
 	}
 	s.items = append(s.items, it)
@@ -161,9 +166,14 @@ func (s *sess) flushOnce() {
 		ready++
 	}
 	end := false
+	frames := 0
 	for i := range s.items[:ready] {
 		var r *mutex.Command
+		n := len(buf)
 		buf, r, end = s.encode(buf, &s.items[i])
+		if len(buf) > n {
+			frames++
+		}
 		if r != nil {
 			revoke = append(revoke, *r)
 		}
@@ -191,7 +201,7 @@ func (s *sess) flushOnce() {
 	}
 	closing := s.closing && len(s.items) == 0 || end
 	s.mu.Unlock()
-	c.send(buf) // copies what it does not write at once
+	c.sendFrames(buf, frames) // copies what it does not write at once
 	if cap(buf) <= maxPooled {
 		*bp = buf[:0]
 		flushBufs.Put(bp)

@@ -369,7 +369,9 @@ type conn struct {
 	wmu     sync.Mutex
 	now     nowWriter // writes without waiting
 	wbuf    []byte    // written by the drainer
-	writing bool      // a drainer goroutine is writing
+	wframes int       // frames in wbuf (one partly written counts whole)
+	writing int       // frames the drainer is writing now
+	drainer bool      // a drainer goroutine is writing
 	dead    bool
 }
 
@@ -379,10 +381,14 @@ func newConn(s *Server, nc net.Conn) *conn {
 	return c
 }
 
-// send writes b without waiting: at once if the socket takes it all,
-// otherwise the rest goes to a goroutine that writes it under the header
-// timeout (a client that stops reading is cut).
-func (c *conn) send(b []byte) {
+// send writes one frame, b, as sendFrames does.
+func (c *conn) send(b []byte) { c.sendFrames(b, 1) }
+
+// sendFrames writes b, which holds frames frames, without waiting: at
+// once if the socket takes it all, otherwise the rest goes to a goroutine
+// that writes it under the header timeout (a client that stops reading is
+// cut). The frames not yet written count in backlog.
+func (c *conn) sendFrames(b []byte, frames int) {
 	if len(b) == 0 {
 		return
 	}
@@ -391,8 +397,9 @@ func (c *conn) send(b []byte) {
 	if c.dead {
 		return
 	}
-	if c.writing {
+	if c.drainer {
 		c.wbuf = append(c.wbuf, b...)
+		c.wframes += frames
 		return
 	}
 	n, err := c.now.write(b)
@@ -405,11 +412,19 @@ func (c *conn) send(b []byte) {
 		return
 	}
 	c.wbuf = append(c.wbuf[:0], b[n:]...)
-	c.writing = true
+	c.wframes = frames
+	c.drainer = true
 	if !c.s.group.Go(c.drain) {
 		c.dead = true
 		c.nc.Close()
 	}
+}
+
+// backlog returns how many frames sent to c have not reached its socket.
+func (c *conn) backlog() int {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.wframes + c.writing
 }
 
 // drain writes what send could not, until nothing is left.
@@ -418,8 +433,9 @@ func (c *conn) drain() {
 	for {
 		c.wmu.Lock()
 		buf, c.wbuf = c.wbuf, buf[:0]
+		c.writing, c.wframes = c.wframes, 0
 		if len(buf) == 0 || c.dead {
-			c.writing = false
+			c.drainer, c.writing = false, 0
 			c.wmu.Unlock()
 			return
 		}
@@ -427,7 +443,7 @@ func (c *conn) drain() {
 		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.HeaderTimeout))
 		if _, err := c.nc.Write(buf); err != nil {
 			c.wmu.Lock()
-			c.dead, c.writing = true, false
+			c.dead, c.drainer, c.writing = true, false, 0
 			c.wmu.Unlock()
 			c.nc.Close()
 			return

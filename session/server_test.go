@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locking-center/locking-center/mutex"
 	"github.com/locking-center/locking-center/oneshot"
 	"github.com/locking-center/locking-center/store"
 )
@@ -601,5 +602,54 @@ func TestSlowReaderGetsEverythingInOrder(t *testing.T) {
 		if f.ID != uint64(2+i) {
 			t.Fatalf("OK %d answers id %d, want %d", i, f.ID, 2+i)
 		}
+	}
+}
+
+// A watcher whose client stops reading loses its watch once it owes
+// maxWatchBacklog frames, counting those its connection has not yet
+// written, rather than making the server buffer all of them: it gets
+// REFUSED slow_consumer after at most that many events beyond what the
+// sockets hold, and no event of the watch after it.
+func TestWatchSlowConsumerDropped(t *testing.T) {
+	e := start(t, envOptions{})
+	w := e.hello(t, "watcher")
+	// A small send buffer keeps the kernel from holding most of them.
+	e.session.mu.Lock()
+	for sc := range e.session.conns {
+		sc.nc.(*net.TCPConn).SetWriteBuffer(4096)
+	}
+	e.session.mu.Unlock()
+	wid := w.send(TypeWatch)
+	w.expect(TypeOK)
+	const events = 2 * maxWatchBacklog
+	for range events / 2 {
+		if _, _, err := e.node.TryLock(mutex.Claim{Key: "slow", Source: "v1"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.node.Release("slow"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := 0
+	for {
+		f := w.read()
+		if f.ID != wid {
+			t.Fatalf("frame %#02x of id %d", uint8(f.Type), f.ID)
+		}
+		if f.Type == TypeRefused {
+			if code, _ := f.Uint(TagCode); Code(code) != CodeSlowConsumer {
+				t.Fatalf("REFUSED %v", Code(code))
+			}
+			break
+		}
+		if got++; got == events {
+			t.Fatalf("all %d events arrived: the watch was never dropped", got)
+		}
+	}
+	t.Logf("the watch was dropped after %d events", got)
+	e.node.TryLock(mutex.Claim{Key: "after", Source: "v1"})
+	pid := w.send(TypePing)
+	if f := w.expect(TypeOK); f.ID != pid {
+		t.Fatalf("a frame of id %d after the drop", f.ID)
 	}
 }

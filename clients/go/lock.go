@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -41,7 +42,8 @@ var (
 	// (and owners); the request did not wait.
 	ErrDeadlock = errors.New("lockingcenter: the wait would deadlock")
 	// ErrLimitMismatch: the key is a semaphore of another limit than
-	// WithLimit gave; the error's text names the key's.
+	// WithLimit gave (a v1 lock or a plain acquire counts as limit 1). The
+	// error is a *LimitMismatchError, which gives the key's limit.
 	ErrLimitMismatch = errors.New("lockingcenter: the key has another limit")
 	// ErrUpgrade: a shared holder of the key asked for it exclusively.
 	ErrUpgrade = errors.New("lockingcenter: a shared holder cannot take the key exclusively")
@@ -126,7 +128,9 @@ func refusal(op, key string, code uint64, message string) error {
 	case codeDeadlock:
 		sentinel = ErrDeadlock
 	case codeLimitMismatch:
-		return fmt.Errorf("%s %q: %w (%s)", op, key, ErrLimitMismatch, message)
+		return fmt.Errorf("%s %q: %w", op, key, &LimitMismatchError{Key: key, Limit: lastNumber(message), message: message})
+	case codeSlowConsumer:
+		return fmt.Errorf("%s %q: %w: the server dropped it", op, key, ErrSlowConsumer)
 	case codeUpgrade:
 		sentinel = ErrUpgrade
 	case codeForbidden:
@@ -139,6 +143,39 @@ func refusal(op, key string, code uint64, message string) error {
 		return fmt.Errorf("%s %q: %w: %s: %s", op, key, ErrFailed, codeName(code), message)
 	}
 	return fmt.Errorf("%s %q: %w", op, key, sentinel)
+}
+
+// LimitMismatchError is the refusal of an acquire whose limit (WithLimit,
+// or 1 without it) is not the limit of the key's holders and waiters.
+// errors.Is(err, ErrLimitMismatch) holds.
+type LimitMismatchError struct {
+	Key     string
+	Limit   uint32 // the key's limit, as the server's message names it; 0 when it names none
+	message string
+}
+
+func (e *LimitMismatchError) Error() string {
+	return fmt.Sprintf("%v (%s)", ErrLimitMismatch, e.message)
+}
+
+func (e *LimitMismatchError) Unwrap() error { return ErrLimitMismatch }
+
+// lastNumber returns the last decimal number in s that fits a uint32, or
+// 0: how a limit_mismatch message names the key's limit.
+func lastNumber(s string) uint32 {
+	end := len(s)
+	for end > 0 && (s[end-1] < '0' || s[end-1] > '9') {
+		end--
+	}
+	start := end
+	for start > 0 && s[start-1] >= '0' && s[start-1] <= '9' {
+		start--
+	}
+	n, err := strconv.ParseUint(s[start:end], 10, 32)
+	if err != nil {
+		return 0
+	}
+	return uint32(n)
 }
 
 // AcquireOption changes what Session.Acquire asks for.
