@@ -45,6 +45,15 @@
 //     on keep-alive connections of one net/http client, beside the same
 //     lcd's session protocol and a redis-server, in alternating rounds;
 //     cycles/s, server CPU per cycle and the HTTP API's ratios to both.
+//   - sse-fanout: 16 session-protocol clients (-fanout-cyclers) cycling
+//     acquire+release, each its own key, without and then with 1,000
+//     subscribers (-subscribers) on the HTTP API's event stream, each its
+//     own connection taking every event, in each round; the cyclers'
+//     cycles/s both ways and their ratio, the events each subscriber got
+//     against the events the cycles made (none may be missing from a
+//     subscriber that was not dropped), the subscribers dropped (as the
+//     streams said and as lcd's counter says), and the delivery latency
+//     from an event's time to its line read by the subscriber.
 //
 // With -before BIN, the session parts also measure the lcd binary BIN (of
 // an earlier commit, say) in the same rounds, for before/after figures.
@@ -88,13 +97,15 @@ var (
 	cycList  = flag.String("session-clients", "1,16,64", "comma-separated client counts of session-throughput")
 	httpList = flag.String("http-clients", "16", "comma-separated client counts of http-throughput")
 	before   = flag.String("before", "", "another lcd binary (say, of an earlier commit) to measure beside lcd in the session parts")
+	fanSubs  = flag.Int("subscribers", 1000, "event stream subscribers of sse-fanout")
+	fanCyc   = flag.Int("fanout-cyclers", 16, "session-protocol clients cycling in sse-fanout")
 	perfDir  = flag.String("perf", "", "a directory to record each lcd and floor into with perf record -g (lcd-N.data, floor-N.data)")
 
 	keepaliveWindow = flag.Duration("keepalive-window", 20*time.Second, "how long session-memory measures the CPU of keepalives")
 )
 
 // allParts are the parts of the benchmark, in the order they run.
-var allParts = []string{"throughput", "hotkey", "memory", "session-throughput", "session-hotkey", "session-memory", "http-throughput"}
+var allParts = []string{"throughput", "hotkey", "memory", "session-throughput", "session-hotkey", "session-memory", "http-throughput", "sse-fanout"}
 
 // lcdLogLevel is the LOG_LEVEL of the lcd under measurement.
 var lcdLogLevel = "warn"
@@ -146,6 +157,9 @@ func main() {
 	}
 	if slices.Contains(parts, "http-throughput") {
 		httpThroughput(lcd, *redisBin)
+	}
+	if slices.Contains(parts, "sse-fanout") {
+		sseFanout(lcd)
 	}
 }
 
@@ -376,6 +390,7 @@ func cycle(addr, key string) error {
 type result struct {
 	perSec   float64       // cycles per second
 	cpuCycle time.Duration // server CPU per cycle
+	cycles   int64         // in all
 }
 
 // drive runs clients concurrent lock+unlock loops, each on its own key, for
@@ -420,7 +435,7 @@ func driveWith(s *server, clients int, open func(i int) (cycle func() error, end
 		end()
 	}
 	n := total.Load()
-	return result{perSec: float64(n) / elapsed.Seconds(), cpuCycle: cpu / time.Duration(n)}
+	return result{perSec: float64(n) / elapsed.Seconds(), cpuCycle: cpu / time.Duration(n), cycles: n}
 }
 
 // runRound lets a round's clients run for its duration, then stops them,
