@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	lockingcenter "github.com/locking-center/locking-center/clients/go"
 	"github.com/locking-center/locking-center/auth"
+	lockingcenter "github.com/locking-center/locking-center/clients/go"
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/mutex"
 	"github.com/locking-center/locking-center/oneshot"
