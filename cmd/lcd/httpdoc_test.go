@@ -189,7 +189,9 @@ func TestHTTPDocExamples(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), exampleTimeout)
 		cmd := strings.ReplaceAll(ex.command, "localhost:22122", addr)
-		out, err := exec.CommandContext(ctx, "sh", "-c", cmd).Output()
+		c := exec.CommandContext(ctx, "sh", "-c", cmd)
+		c.WaitDelay = time.Second // curl, left behind a killed sh, holds the output open
+		out, err := c.Output()
 		cancel()
 		var exit *exec.ExitError
 		if errors.As(err, &exit) && exit.ExitCode() == 28 && strings.Contains(cmd, "--max-time") {
