@@ -46,16 +46,24 @@ type formatted struct {
 // copies it into the raw ring, then wakes the fan-out goroutine; it never
 // blocks. The fan-out goroutine formats new events once into the ring of
 // formatted events and wakes the subscribers. Each subscriber's own
-// goroutine copies, from that ring, the events after its cursor that
-// match its prefix, and writes them; nothing is copied per subscriber
-// before it asks. A subscriber that falls more than maxLag events behind
-// is dropped. Should the fan-out goroutine fall a whole ring behind the
-// observer, the events it never saw are lost to every subscriber, and
-// every subscriber is dropped, so that none silently misses an event.
+// goroutine takes, from that ring, the events after its cursor that match
+// its prefix, and writes them; subscribers of one prefix woken by one
+// batch share one copy of its bytes. A subscriber that falls more than
+// maxLag events behind is dropped. Should the fan-out goroutine fall a
+// whole ring behind the observer, the events it never saw are lost to
+// every subscriber, and every subscriber is dropped, so that none
+// silently misses an event.
+//
+// The fan-out is paced: it hands out a batch at most every pace(), which
+// grows with the number of subscribers, so that the writes of all the
+// streams together stay near a bound (maxStreamWrites a second) instead of
+// growing with subscribers times events, and the lock path keeps the CPU.
+// A backlog of a quarter of maxLag is handed out at once.
 type hub struct {
-	n       int    // ring size
-	maxLag  uint64 // events a subscriber may be behind; at most n
-	dropped func() // counts a dropped subscriber
+	n       int           // ring size
+	maxLag  uint64        // events a subscriber may be behind; at most n
+	every   time.Duration // least time between batches; <= 0: no pacing
+	dropped func()        // counts a dropped subscriber
 
 	mu    sync.Mutex // the raw side; taken under the node's lock
 	raw   []rawEvent
@@ -70,15 +78,36 @@ type hub struct {
 	subs   map[*subscriber]struct{}
 	closed bool
 
+	cmu    sync.Mutex       // the shared copies
+	chunks map[string]chunk // by prefix, of the newest batch
+
 	stop chan struct{}
 }
+
+// chunk is what a subscriber of prefix is owed for the events from..to:
+// shared by every subscriber with that prefix and cursor, never modified.
+type chunk struct {
+	from, to uint64
+	b        []byte
+}
+
+// Pacing of the fan-out: with s subscribers a batch goes out at most every
+// max(every, s × streamWriteCost), and at least every maxPace, so the
+// streams together make about maxStreamWrites writes a second at most.
+const (
+	maxStreamWrites = 20_000
+	streamWriteCost = time.Second / maxStreamWrites
+	maxPace         = 100 * time.Millisecond
+)
 
 // newHub returns a hub whose first event id follows base: the node's
 // clock in Unix microseconds at start, so that ids increase across
 // restarts as long as the clock does.
-func newHub(n, maxLag int, base uint64, dropped func()) *hub {
+// every is the least time between two batches (<= 0: every batch at
+// once, whatever the number of subscribers).
+func newHub(n, maxLag int, every time.Duration, base uint64, dropped func()) *hub {
 	return &hub{
-		n: n, maxLag: uint64(min(maxLag, n)), dropped: dropped,
+		n: n, maxLag: uint64(min(maxLag, n)), every: every, dropped: dropped, chunks: make(map[string]chunk),
 		raw: make([]rawEvent, n), last: base, taken: base, wake: make(chan struct{}, 1),
 		out: make([]formatted, n), first: base + 1, sent: base, subs: make(map[*subscriber]struct{}),
 		stop: make(chan struct{}),
@@ -104,6 +133,9 @@ const maxTake = 256
 
 // run is the fan-out goroutine; it returns when close is called.
 func (h *hub) run() {
+	var out time.Time // when the last batch went out
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	var batch []rawEvent
 	var fs []formatted
 	for {
@@ -112,53 +144,118 @@ func (h *hub) run() {
 		case <-h.stop:
 			return
 		}
+		if !h.gather(out, timer) {
+			return
+		}
+		out = time.Now()
+		batch, fs = h.deliver(batch[:0], fs[:0])
+	}
+}
+
+// pace is the least time between two batches now.
+func (h *hub) pace() time.Duration {
+	if h.every <= 0 {
+		return 0
+	}
+	h.smu.RLock()
+	s := len(h.subs)
+	h.smu.RUnlock()
+	return min(max(h.every, time.Duration(s)*streamWriteCost), maxPace)
+}
+
+// gather waits until a batch may go out after the one that went out at
+// out: the pace has passed, or the events waiting reach a quarter of
+// maxLag. It reports false when the hub is closed meanwhile.
+func (h *hub) gather(out time.Time, timer *time.Timer) bool {
+	deadline := out.Add(h.pace())
+	for {
+		wait := time.Until(deadline)
+		h.mu.Lock()
+		backlog := h.last - h.taken
+		h.mu.Unlock()
+		if wait <= 0 || backlog >= max(h.maxLag/4, 1) {
+			return true
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+			return true
+		case <-h.wake:
+			if !timer.Stop() {
+				<-timer.C
+			}
+		case <-h.stop:
+			return false
+		}
+	}
+}
+
+// deliver formats every event the observer has recorded since the last
+// batch into the formatted ring and wakes the subscribers that have
+// something new, dropping those that fell behind. batch and fs are
+// scratch space, returned for reuse.
+func (h *hub) deliver(batch []rawEvent, fs []formatted) ([]rawEvent, []formatted) {
+	lost := false
+	var to uint64
+	more := true
+	for took := 0; more && took < h.n; took += maxTake {
 		// Take at most maxTake events at a time: the observer waits for
 		// mu under the node's lock.
 		h.mu.Lock()
 		from := h.taken + 1
-		lost := h.last-h.taken > uint64(h.n)
-		if lost {
+		if h.last-h.taken > uint64(h.n) {
+			lost = true
 			from = h.last - uint64(h.n) + 1
+			fs = fs[:0] // overwritten in the ring anyway
 		}
-		to := min(h.last, from+maxTake-1)
-		batch = batch[:0]
+		to = min(h.last, from+maxTake-1)
+		start := len(batch)
 		for id := from; id <= to; id++ {
 			batch = append(batch, h.raw[id%uint64(h.n)])
 		}
 		h.taken = to
-		more := to < h.last
+		more = to < h.last
 		h.mu.Unlock()
-		if more {
-			select {
-			case h.wake <- struct{}{}:
-			default:
-			}
-		}
-
-		fs = fs[:0]
-		for i := range batch {
+		for i := start; i < len(batch); i++ {
 			fs = append(fs, format(&batch[i]))
 			batch[i] = rawEvent{}
 		}
-
-		h.smu.Lock()
-		before := h.sent
-		for _, f := range fs {
-			h.out[f.id%uint64(h.n)] = f
-		}
-		h.sent = to
-		for sub := range h.subs {
-			switch {
-			case lost || to-sub.cursor.Load() > h.maxLag:
-				h.dropLocked(sub)
-			case !matches(fs, sub.prefix) && sub.cursor.CompareAndSwap(before, to):
-				// Caught up, and nothing for it: no need to wake it.
-			default:
-				sub.notify()
-			}
-		}
-		h.smu.Unlock()
+		batch = batch[:0]
 	}
+	if more { // the rest in the next batch, at once
+		select {
+		case h.wake <- struct{}{}:
+		default:
+		}
+	}
+	if len(fs) > h.n {
+		fs = fs[len(fs)-h.n:]
+	}
+
+	h.smu.Lock()
+	before := h.sent
+	for _, f := range fs {
+		h.out[f.id%uint64(h.n)] = f
+	}
+	h.sent = to
+	for sub := range h.subs {
+		switch {
+		case lost || to-sub.cursor.Load() > h.maxLag:
+			h.dropLocked(sub)
+		case !matches(fs, sub.prefix) && sub.cursor.CompareAndSwap(before, to):
+			// Caught up, and nothing for it: no need to wake it.
+		default:
+			sub.notify()
+		}
+	}
+	h.cmu.Lock()
+	clear(h.chunks)
+	h.cmu.Unlock()
+	h.smu.Unlock()
+	for i := range fs {
+		fs[i] = formatted{}
+	}
+	return batch, fs[:0]
 }
 
 // matches reports whether an event of fs has a key with prefix.
@@ -247,26 +344,35 @@ func (h *hub) join(prefix string, after uint64, resume bool) (sub *subscriber, b
 	return sub, backlog, missed
 }
 
-// collect appends to b the events after sub's cursor that match its
-// prefix, and moves the cursor to the newest event. It reports false when
-// sub was dropped, or fell so far behind that the ring no longer holds
-// what it is owed.
-func (h *hub) collect(sub *subscriber, b []byte) ([]byte, bool) {
+// collect returns the events after sub's cursor that match its prefix,
+// as the bytes to write, and moves the cursor to the newest event. The
+// bytes may be shared with other subscribers: the caller must not modify
+// them. It reports false when sub was dropped, or fell so far behind
+// that the ring no longer holds what it is owed.
+func (h *hub) collect(sub *subscriber) ([]byte, bool) {
 	h.smu.RLock()
 	defer h.smu.RUnlock()
 	if sub.dropped.Load() {
-		return b, false
+		return nil, false
 	}
-	to := h.sent
-	for id := sub.cursor.Load() + 1; id <= to; id++ {
+	from, to := sub.cursor.Load()+1, h.sent
+	h.cmu.Lock()
+	defer h.cmu.Unlock()
+	if c, ok := h.chunks[sub.prefix]; ok && c.from == from && c.to == to {
+		sub.cursor.Store(to)
+		return c.b, true
+	}
+	var b []byte
+	for id := from; id <= to; id++ {
 		f := &h.out[id%uint64(h.n)]
 		if f.id != id {
-			return b, false
+			return nil, false
 		}
 		if strings.HasPrefix(f.key, sub.prefix) {
 			b = append(b, f.b...)
 		}
 	}
+	h.chunks[sub.prefix] = chunk{from: from, to: to, b: b}
 	sub.cursor.Store(to)
 	return b, true
 }

@@ -75,31 +75,17 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	}
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
-	var buf []byte
-	var wrote time.Time
-	pause := time.NewTimer(0)
-	defer pause.Stop()
 	for {
 		select {
 		case <-sub.signal:
-			// Let the events of a busy stream gather for one write.
-			if wait := s.cfg.FlushInterval - time.Since(wrote); wait > 0 {
-				pause.Reset(wait)
-				select {
-				case <-pause.C:
-				case <-r.Context().Done():
-					return
-				case <-s.stopping:
-					return
-				}
-			}
-			wrote = time.Now()
-			var ok bool
-			if buf, ok = s.hub.collect(sub, buf[:0]); !ok {
+			// The hub paces the signals: the events of a busy stream
+			// come in batches.
+			b, ok := s.hub.collect(sub)
+			if !ok {
 				write([]byte(commentDropped))
 				return
 			}
-			if len(buf) > 0 && !write(buf) {
+			if len(b) > 0 && !write(b) {
 				return
 			}
 		case <-keepAlive.C:
