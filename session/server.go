@@ -348,7 +348,7 @@ func (c *conn) send(b []byte) {
 		c.wbuf = append(c.wbuf, b...)
 		return
 	}
-	n, err := writeNow(c.nc, b)
+	n, err := serve.WriteNow(c.nc, b)
 	if err != nil {
 		c.dead = true
 		c.nc.Close()

@@ -1,6 +1,6 @@
 //go:build unix
 
-package session
+package serve
 
 import (
 	"errors"
@@ -8,10 +8,11 @@ import (
 	"syscall"
 )
 
-// writeNow writes as much of b to c as its socket takes without waiting,
-// and returns how much that was. Errors: the write's, other than a full
-// socket.
-func writeNow(c net.Conn, b []byte) (int, error) {
+// WriteNow writes as much of b to c as its socket takes without waiting,
+// and returns how much that was. A c that is not a socket (a *tls.Conn, a
+// net.Pipe) is written to as it is, which may wait. Errors: the write's,
+// other than a full socket.
+func WriteNow(c net.Conn, b []byte) (int, error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return c.Write(b)
