@@ -2,6 +2,7 @@ package oneshot
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/locking-center/locking-center/internal/serve"
+	"github.com/locking-center/locking-center/internal/tlsconf"
 	"github.com/locking-center/locking-center/mutex"
 )
 
@@ -61,6 +63,16 @@ type ServerConfig struct {
 	// Handoff takes the connections that begin with another protocol's
 	// first byte; nil answers them '-' as malformed.
 	Handoff *Handoff
+	// TLS, when set, makes the port speak TLS with this config: each
+	// connection's handshake and request must arrive within the header
+	// timeout, in a worker (never in the accept loop). Nil: plain TCP.
+	TLS *tls.Config
+	// SourceFromCert takes the source of every lock and try-lock from the
+	// client's verified certificate (tlsconf.PeerName), in place of the
+	// request's, and charges the lock to it (mutex.Command.Account). A
+	// connection without such a certificate is answered '-'. It needs
+	// TLS with client certificates required.
+	SourceFromCert bool
 	// Forward, for a node of a cluster (mutex.Node.Replicated), takes a v1
 	// connection that arrives while the node does not lead, with the bytes
 	// read so far, in a worker goroutine, and serves it elsewhere (the
@@ -85,6 +97,9 @@ func (c ServerConfig) Validate() error {
 	if c.HeaderTimeout < 0 {
 		return errors.New("oneshot: header timeout must not be negative")
 	}
+	if c.SourceFromCert && c.TLS == nil {
+		return errors.New("oneshot: the source from the certificate needs TLS")
+	}
 	if c.Handoff != nil && (c.Handoff.First >= byte(ActionLock) && c.Handoff.First <= byte(ActionTryLock) || c.Handoff.Serve == nil) {
 		return errors.New("oneshot: a handoff needs a first byte that is not a v1 action, and a Serve")
 	}
@@ -100,6 +115,7 @@ type Server struct {
 	deliveries *deliveries
 	handoff    *Handoff
 	forward    func(net.Conn, []byte) bool
+	fromCert   bool // ServerConfig.SourceFromCert
 }
 
 // NewServer returns a server for n. It serves nothing until Serve.
@@ -111,8 +127,13 @@ func NewServer(n *mutex.Node, cfg ServerConfig) (*Server, error) {
 		cfg.HeaderTimeout = DefaultHeaderTimeout
 	}
 	s := &Server{node: n, timeout: cfg.HeaderTimeout, log: serve.Discard(cfg.Logger), handoff: cfg.Handoff,
-		forward: cfg.Forward}
+		forward: cfg.Forward, fromCert: cfg.SourceFromCert}
 	s.srv = serve.NewServer(s.open, s.log)
+	if cfg.TLS != nil {
+		// A session's grants are written by the goroutine that granted
+		// them: they must never wait for a client that does not read.
+		s.srv.UseTLS(cfg.TLS, cfg.HeaderTimeout)
+	}
 	s.deliveries = newDeliveries(n, cfg.HeaderTimeout, s.srv.Finish, func(g grant) {
 		s.log.Debug("grant not received, passed on", slog.String(logRemote, g.remote))
 	})
@@ -150,8 +171,12 @@ func (s *Server) Close() error {
 //
 // A node of a cluster does no more than that read in the accept loop:
 // every command waits for a quorum, so every request goes to a worker,
-// which forwards it when the node does not lead.
+// which forwards it when the node does not lead. A TLS connection goes to
+// a worker at once, for its handshake.
 func (s *Server) open(c net.Conn) (work func() bool, keep bool) {
+	if tc, ok := c.(*tls.Conn); ok {
+		return func() bool { return s.handshake(tc) }, false
+	}
 	var buf [maxRequestLen + 1]byte
 	n, err := readNow(c, buf[:])
 	if err != nil {
@@ -177,7 +202,24 @@ func (s *Server) open(c net.Conn) (work func() bool, keep bool) {
 		return nil, false
 	}
 	got := string(buf[:n])
-	return func() bool { return s.handle(c, got) }, false
+	return func() bool { return s.handle(c, got, time.Now().Add(s.timeout)) }, false
+}
+
+// handshake serves, in a worker, a TLS connection: its handshake and its
+// request must arrive within one header timeout. It reports whether c
+// stays open.
+func (s *Server) handshake(c *tls.Conn) bool {
+	deadline := time.Now().Add(s.timeout)
+	c.SetDeadline(deadline)
+	if err := c.Handshake(); err != nil {
+		s.log.Debug("TLS handshake failed", slog.String(logRemote, c.RemoteAddr().String()), slog.Any(logError, err))
+		return false
+	}
+	c.SetWriteDeadline(time.Time{})
+	if s.node.Replicated() {
+		return s.replicated(c, nil)
+	}
+	return s.handle(c, "", deadline)
 }
 
 // replicated serves, in a worker, a connection of a node of a cluster: it
@@ -203,7 +245,7 @@ func (s *Server) replicated(c net.Conn, got []byte) bool {
 			return false
 		}
 	}
-	return s.handle(c, string(got))
+	return s.handle(c, string(got), time.Now().Add(s.timeout))
 }
 
 // grant is a v1 grant on its way to its client.
@@ -214,10 +256,10 @@ type grant struct {
 }
 
 // handle serves, in a worker, a connection whose request had not all
-// arrived at accept time; got holds the bytes that had. It reports whether
-// c stays open.
-func (s *Server) handle(c net.Conn, got string) bool {
-	c.SetReadDeadline(time.Now().Add(s.timeout))
+// arrived at accept time; got holds the bytes that had. The rest must
+// arrive by deadline. It reports whether c stays open.
+func (s *Server) handle(c net.Conn, got string, deadline time.Time) bool {
+	c.SetReadDeadline(deadline)
 	if got == "" && s.handoff != nil {
 		// Nothing had arrived at accept time (a listener without
 		// TCP_DEFER_ACCEPT): the first byte says which protocol.
@@ -254,6 +296,14 @@ func (s *Server) handle(c net.Conn, got string) bool {
 // there is no work left, whether c stays open. deadline tells whether c
 // has a read deadline set.
 func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool, keep bool) {
+	if s.fromCert && (req.Action == ActionLock || req.Action == ActionTryLock) {
+		name, ok := tlsconf.PeerName(c)
+		if !ok {
+			c.Write(answerFailedBytes)
+			return nil, false
+		}
+		req.Source = name
+	}
 	switch req.Action {
 	case ActionLock:
 		w := &waiter{s: s, c: c, done: make(chan struct{})}
@@ -347,7 +397,8 @@ func (s *Server) answerRelease(c net.Conn, p mutex.Pending) {
 }
 
 // acquire builds the table's command for req on c: the source defaults to
-// the peer IP. Its wait is bound to the connection.
+// the peer IP; a source from the certificate is charged too. Its wait is
+// bound to the connection.
 func (s *Server) acquire(c net.Conn, req Request) mutex.Command {
 	remote := c.RemoteAddr().String()
 	source := req.Source
@@ -357,7 +408,11 @@ func (s *Server) acquire(c net.Conn, req Request) mutex.Command {
 			source = a.IP.String()
 		}
 	}
-	return mutex.Command{Op: mutex.OpAcquire, Key: req.Key, Source: source, RemoteAddr: remote, ConnBound: true}
+	cmd := mutex.Command{Op: mutex.OpAcquire, Key: req.Key, Source: source, RemoteAddr: remote, ConnBound: true}
+	if s.fromCert {
+		cmd.Account = source
+	}
+	return cmd
 }
 
 // Who writes a parked request's '+', and how it went.
@@ -514,11 +569,9 @@ func (s *Server) deliver(c net.Conn, g grant, p mutex.Pending) bool {
 // instead of staying with a client that believes it failed. It reports
 // whether c stays open.
 func (s *Server) await(c net.Conn, g grant) bool {
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
+	if !serve.CloseWrite(c) {
 		return false
 	}
-	tc.CloseWrite()
 	s.deliveries.add(c, g)
 	return true
 }
@@ -534,7 +587,7 @@ var parkedKeepAlive = net.KeepAliveConfig{Enable: true}
 // connection stays open for long, so Listen turns keep-alive off and the
 // system calls are spent on the connections that need them.
 func keepAlive(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
+	if tc, ok := serve.Socket(c).(*net.TCPConn); ok {
 		tc.SetKeepAliveConfig(parkedKeepAlive)
 	}
 }

@@ -53,13 +53,18 @@ func Socket(c net.Conn) net.Conn {
 // CloseWrite ends c's write side, under its TLS layer if it has one
 // (without TLS's close_notify, which a peer that reads only what it
 // expects would leave unread), once what was written is on its way. It
-// reports false when c cannot be half-closed.
+// reports false when c cannot be half-closed; a half-close that fails (the
+// peer has reset the connection) is not reported: the socket's state
+// tells.
 func CloseWrite(c net.Conn) bool {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
 	}
 	cw, ok := c.(interface{ CloseWrite() error })
-	return ok && cw.CloseWrite() == nil
+	if ok {
+		cw.CloseWrite()
+	}
+	return ok
 }
 
 // errWriteClosed: a write after CloseWrite.
