@@ -219,8 +219,8 @@ func TestSessionSeries(t *testing.T) {
 	tb := mutex.NewNode(mutex.NodeConfig{Clock: now})
 	t.Cleanup(tb.Close)
 	reg := newRegistry(t, tb)
-	a, _, _ := tb.OpenSession("a", 10*time.Second, [mutex.SecretHashLen]byte{}, "", nopRoute{})
-	b, _, _ := tb.OpenSession("b", time.Hour, [mutex.SecretHashLen]byte{}, "", nopRoute{})
+	a, _, _ := tb.OpenSession("a", "", 10*time.Second, [mutex.SecretHashLen]byte{}, "", nopRoute{})
+	b, _, _ := tb.OpenSession("b", "", time.Hour, [mutex.SecretHashLen]byte{}, "", nopRoute{})
 	tb.ApplySession(mutex.Command{Op: mutex.OpAcquire, Session: a.ID(), Request: 1, Key: "x", Delay: time.Minute})
 	tb.ApplySession(mutex.Command{Op: mutex.OpAcquire, Session: b.ID(), Request: 1, Key: "y", Lease: time.Second})
 	tb.ApplySession(mutex.Command{Op: mutex.OpAcquire, Session: b.ID(), Request: 2, Key: "y2"})
@@ -283,7 +283,7 @@ func TestHoldersSeries(t *testing.T) {
 	tb := mutex.NewNode(mutex.NodeConfig{})
 	t.Cleanup(tb.Close)
 	reg := newRegistry(t, tb)
-	s, _, _ := tb.OpenSession("s", time.Minute, [mutex.SecretHashLen]byte{}, "", nopRoute{})
+	s, _, _ := tb.OpenSession("s", "", time.Minute, [mutex.SecretHashLen]byte{}, "", nopRoute{})
 	for i, c := range []mutex.Command{
 		{Key: "r", Mode: mutex.Shared, Owner: "a"}, {Key: "r", Mode: mutex.Shared, Owner: "b"},
 		{Key: "sem", Limit: 4, Owner: "a"},

@@ -392,12 +392,14 @@ func (n *Node) dropExpiry(l *Live) {
 }
 
 // OpenSession opens a session named name with ttl and the hash of its
-// resume secret, delivering what concerns it to route. remote is the
-// address of its client's connection, for listings.
-func (n *Node) OpenSession(name string, ttl time.Duration, secretHash [SecretHashLen]byte, remote string,
+// resume secret, delivering what concerns it to route. Its locks and
+// parked requests are charged to account (Command.Account; empty:
+// nobody). remote is the address of its client's connection, for
+// listings.
+func (n *Node) OpenSession(name, account string, ttl time.Duration, secretHash [SecretHashLen]byte, remote string,
 	route Route) (*Live, Result, Pending) {
 	if n.rep != nil {
-		res := n.propose(Command{Op: OpOpenSession, Source: name, TTL: ttl, SecretHash: secretHash},
+		res := n.propose(Command{Op: OpOpenSession, Source: name, Account: account, TTL: ttl, SecretHash: secretHash},
 			&proposal{route: route, remote: remote})
 		n.mu.Lock()
 		l := n.lives[res.Session]
@@ -412,7 +414,7 @@ func (n *Node) OpenSession(name string, ttl time.Duration, secretHash [SecretHas
 	now := n.now()
 	ns := now.UnixNano()
 	n.expireDue(ns, &d)
-	c := Command{Op: OpOpenSession, At: now, Source: name, TTL: ttl, SecretHash: secretHash}
+	c := Command{Op: OpOpenSession, At: now, Source: name, Account: account, TTL: ttl, SecretHash: secretHash}
 	res, p := n.applyLocked(&c, &d)
 	var l *Live
 	if res.Status == StatusOK {
@@ -426,13 +428,14 @@ func (n *Node) OpenSession(name string, ttl time.Duration, secretHash [SecretHas
 }
 
 // Resume hands session id to a new connection, when secretHash matches
-// (compared in constant time). Under the node's lock it calls attach with
+// (compared in constant time) and, unless account is empty, the session
+// was opened with that account. Under the node's lock it calls attach with
 // the session's state, the route attached so far (nil when none) and what
 // was delivered while none was; attach returns the route to deliver to
 // from now on, and must not block or call the node. The session's TTL
-// starts again. It returns nil when the session does not exist or the
-// secret is wrong, without telling which.
-func (n *Node) Resume(id uint64, secretHash [SecretHashLen]byte, remote string,
+// starts again. It returns nil when the session does not exist, the
+// secret is wrong or the account another, without telling which.
+func (n *Node) Resume(id uint64, secretHash [SecretHashLen]byte, account, remote string,
 	attach func(st SessionState, old Route, missed []Output) Route) *Live {
 	var d deliveries
 	n.mu.Lock()
@@ -447,7 +450,7 @@ func (n *Node) Resume(id uint64, secretHash [SecretHashLen]byte, remote string,
 	if ok {
 		st, ok = n.t.sessionState(id, ns)
 	}
-	if ok && subtle.ConstantTimeCompare(st.SecretHash[:], secretHash[:]) != 1 {
+	if ok && (subtle.ConstantTimeCompare(st.SecretHash[:], secretHash[:]) != 1 || account != "" && st.Account != account) {
 		ok = false
 	}
 	if ok {

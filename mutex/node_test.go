@@ -64,8 +64,8 @@ func TestNodeExpiresBeforeGranting(t *testing.T) {
 	if _, _, err := n.TryLock(Claim{Key: "k", Source: "v1"}); err != nil {
 		t.Fatal(err)
 	}
-	dead, _, _ := n.OpenSession("dead", 10*time.Second, [SecretHashLen]byte{}, "", &route{})
-	alive, _, _ := n.OpenSession("alive", 10*time.Second, [SecretHashLen]byte{}, "", &route{})
+	dead, _, _ := n.OpenSession("dead", "", 10*time.Second, [SecretHashLen]byte{}, "", &route{})
+	alive, _, _ := n.OpenSession("alive", "", 10*time.Second, [SecretHashLen]byte{}, "", &route{})
 	for i, l := range []*Live{dead, alive} {
 		res, _, _ := n.ApplySession(Command{Op: OpAcquire, Session: l.ID(), Request: 1, Key: "k"})
 		if res.Status != StatusParked {
@@ -163,7 +163,7 @@ func TestNodeRouteOrder(t *testing.T) {
 	n := NewNode(NodeConfig{})
 	defer n.Close()
 	r := &route{}
-	l, _, _ := n.OpenSession("s", time.Minute, [SecretHashLen]byte{}, "", r)
+	l, _, _ := n.OpenSession("s", "", time.Minute, [SecretHashLen]byte{}, "", r)
 	n.TryLock(Claim{Key: "held", Source: "v1"})
 	n.ApplySession(Command{Op: OpAcquire, Session: l.ID(), Request: 1, Key: "held"})
 	n.ApplySession(Command{Op: OpCloseSession, Session: l.ID(), Request: 2})
@@ -195,5 +195,32 @@ func TestMillionKeysLeaveEmptyTable(t *testing.T) {
 	}
 	if got := n.Len(); got != 0 {
 		t.Fatalf("%d keys left", got)
+	}
+}
+
+// A session is charged to the account it was opened with (its locks are
+// the session's), and a resume that names an account must name that one.
+func TestNodeSessionAccount(t *testing.T) {
+	n := NewNode(NodeConfig{})
+	defer n.Close()
+	secret := [SecretHashLen]byte{7}
+	l, _, _ := n.OpenSession("svc", "svc-account", time.Minute, secret, "", &route{})
+	var charged []string
+	n.Export(func(r *Record) {
+		if r.Kind == RecordSession {
+			charged = append(charged, r.Account)
+		}
+	})
+	if !slices.Equal(charged, []string{"svc-account"}) {
+		t.Fatalf("accounts of the sessions: %q", charged)
+	}
+	attach := func(SessionState, Route, []Output) Route { return &route{} }
+	if n.Resume(l.ID(), secret, "intruder", "", attach) != nil {
+		t.Fatal("resumed with another account")
+	}
+	for _, account := range []string{"svc-account", ""} {
+		if n.Resume(l.ID(), secret, account, "", attach) == nil {
+			t.Fatalf("resume with account %q refused", account)
+		}
 	}
 }

@@ -459,7 +459,7 @@ func (c *conn) hello(f *Frame) bool {
 	var secret [SecretLen]byte
 	rand.Read(secret[:])
 	s := &sess{srv: c.s, name: source, conn: c}
-	live, res, p := c.s.node.OpenSession(source, ttl, sha256.Sum256(secret[:]), c.remote, s)
+	live, res, p := c.s.node.OpenSession(source, "", ttl, sha256.Sum256(secret[:]), c.remote, s)
 	if res.Status == mutex.StatusUnavailable {
 		c.send(c.s.notLeader())
 		return false
@@ -495,7 +495,7 @@ func (c *conn) resume(f *Frame) bool {
 	}
 	var s *sess
 	var old *conn
-	live := c.s.node.Resume(id, sha256.Sum256(secret), c.remote, func(st mutex.SessionState, route mutex.Route, missed []mutex.Output) mutex.Route {
+	live := c.s.node.Resume(id, sha256.Sum256(secret), "", c.remote, func(st mutex.SessionState, route mutex.Route, missed []mutex.Output) mutex.Route {
 		s, _ = route.(*sess)
 		if s == nil {
 			s = &sess{srv: c.s, id: id, name: st.Name}
