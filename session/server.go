@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/locking-center/locking-center/internal/serve"
+	"github.com/locking-center/locking-center/internal/tlsconf"
 	"github.com/locking-center/locking-center/mutex"
 )
 
@@ -46,6 +47,13 @@ type Config struct {
 	HeaderTimeout time.Duration
 	// ServerID is the identity WELCOME names.
 	ServerID string
+	// SourceFromCert names each session after its client's verified
+	// certificate (tlsconf.PeerName), in place of HELLO's name, and
+	// charges the session to that name; a RESUME must come with a
+	// certificate of the same name. A connection without such a
+	// certificate is sent GOODBYE bad_request. It needs connections of a
+	// TLS port that requires client certificates.
+	SourceFromCert bool
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -448,7 +456,13 @@ func (c *conn) hello(f *Frame) bool {
 		return false
 	}
 	name, _ := f.Get(TagName)
-	source := string(name)
+	source, account, ok := string(name), "", true
+	if c.s.cfg.SourceFromCert {
+		if source, ok = c.certName(); !ok {
+			return false
+		}
+		account = source
+	}
 	if source == "" {
 		source = peerIP(c.nc)
 	}
@@ -459,7 +473,7 @@ func (c *conn) hello(f *Frame) bool {
 	var secret [SecretLen]byte
 	rand.Read(secret[:])
 	s := &sess{srv: c.s, name: source, conn: c}
-	live, res, p := c.s.node.OpenSession(source, "", ttl, sha256.Sum256(secret[:]), c.remote, s)
+	live, res, p := c.s.node.OpenSession(source, account, ttl, sha256.Sum256(secret[:]), c.remote, s)
 	if res.Status == mutex.StatusUnavailable {
 		c.send(c.s.notLeader())
 		return false
@@ -493,9 +507,16 @@ func (c *conn) resume(f *Frame) bool {
 		c.send(goodbye(CodeBadRequest, "RESUME needs a session and its secret, and nothing else"))
 		return false
 	}
+	account := ""
+	if c.s.cfg.SourceFromCert {
+		var ok bool
+		if account, ok = c.certName(); !ok {
+			return false
+		}
+	}
 	var s *sess
 	var old *conn
-	live := c.s.node.Resume(id, sha256.Sum256(secret), "", c.remote, func(st mutex.SessionState, route mutex.Route, missed []mutex.Output) mutex.Route {
+	live := c.s.node.Resume(id, sha256.Sum256(secret), account, c.remote, func(st mutex.SessionState, route mutex.Route, missed []mutex.Output) mutex.Route {
 		s, _ = route.(*sess)
 		if s == nil {
 			s = &sess{srv: c.s, id: id, name: st.Name}
@@ -548,6 +569,16 @@ func (c *conn) resume(f *Frame) bool {
 	}
 	s.Flush()
 	return true
+}
+
+// certName returns the name of the connection's client certificate, or
+// says GOODBYE and reports false when it has none.
+func (c *conn) certName() (string, bool) {
+	name, ok := tlsconf.PeerName(c.nc)
+	if !ok {
+		c.send(goodbye(CodeBadRequest, "the client certificate gives no name to use as the session's"))
+	}
+	return name, ok
 }
 
 // peerIP returns the IP address of c's peer, without the port.
