@@ -22,9 +22,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // start serves the management port of a fresh table on 127.0.0.1.
 func start(t *testing.T) (*mutex.Node, *Client) {
 	t.Helper()
+	return startWith(t, Config{})
+}
+
+// startWith is start with cfg.
+func startWith(t *testing.T, cfg Config) (*mutex.Node, *Client) {
+	t.Helper()
 	tb := mutex.NewNode(mutex.NodeConfig{})
 	t.Cleanup(tb.Close)
-	srv := NewServer(tb, Config{Logger: slog.New(slog.DiscardHandler)})
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	srv := NewServer(tb, cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -24,6 +25,9 @@ type Config struct {
 	Timeout time.Duration
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
+	// TLS, when set, makes the port speak TLS with this config; the
+	// handshake is bounded by Timeout too. Nil: plain TCP.
+	TLS *tls.Config
 }
 
 // Server answers the management port from a lock table's node.
@@ -41,6 +45,9 @@ func NewServer(t *mutex.Node, cfg Config) *Server {
 	}
 	s := &Server{table: t, timeout: cfg.Timeout, log: serve.Discard(cfg.Logger)}
 	s.srv = serve.NewServer(serve.Worker(s.handle), s.log)
+	if cfg.TLS != nil {
+		s.srv.UseTLS(cfg.TLS, 0)
+	}
 	return s
 }
 
