@@ -163,7 +163,7 @@ func TestCluster(t *testing.T) {
 	if err := lead.n.Linearize(); err != nil {
 		t.Fatalf("the leader's linearized read: %v", err)
 	}
-	live, res, _ := lead.n.OpenSession("svc", "", 10*time.Second, [mutex.SecretHashLen]byte{1}, "", nil)
+	live, res, _ := lead.n.OpenSession("svc", 10*time.Second, [mutex.SecretHashLen]byte{1}, "", nil)
 	if live == nil {
 		t.Fatalf("open session: %v", res.Status)
 	}

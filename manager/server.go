@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/locking-center/locking-center/auth"
 	"github.com/locking-center/locking-center/internal/serve"
 	"github.com/locking-center/locking-center/mutex"
 )
@@ -28,6 +29,17 @@ type Config struct {
 	// TLS, when set, makes the port speak TLS with this config; the
 	// handshake is bounded by Timeout too. Nil: plain TCP.
 	TLS *tls.Config
+	// Tokens, when set, turns authentication on: every request must come
+	// in the authenticated form with an admin's token, and one that does
+	// not is answered '-' (docs/security.md). Nil: off; a token is then
+	// ignored.
+	Tokens interface {
+		Authenticate(token []byte) (*auth.Principal, error)
+	}
+	// Gate caps the connections open at once with the other ports that
+	// share it; this port is an operator's, and may use the reserve. One
+	// over the cap is answered '-'. Nil: no cap.
+	Gate *serve.Gate
 }
 
 // Server answers the management port from a lock table's node.
@@ -36,6 +48,9 @@ type Server struct {
 	timeout time.Duration
 	log     *slog.Logger
 	srv     *serve.Server
+	tokens  interface {
+		Authenticate(token []byte) (*auth.Principal, error)
+	}
 }
 
 // NewServer returns a management server for the table of n.
@@ -43,11 +58,15 @@ func NewServer(t *mutex.Node, cfg Config) *Server {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	s := &Server{table: t, timeout: cfg.Timeout, log: serve.Discard(cfg.Logger)}
+	s := &Server{table: t, timeout: cfg.Timeout, log: serve.Discard(cfg.Logger), tokens: cfg.Tokens}
 	s.srv = serve.NewServer(serve.Worker(s.handle), s.log)
 	if cfg.TLS != nil {
 		s.srv.UseTLS(cfg.TLS, 0)
 	}
+	s.srv.Limit(cfg.Gate, true, func(c net.Conn) {
+		t.Refused(mutex.RefusedConnections)
+		c.Write([]byte{statusFailed})
+	})
 	return s
 }
 
@@ -77,7 +96,33 @@ func (s *Server) handle(c net.Conn) {
 		}
 		return
 	}
+	if !s.admit(c, req) {
+		c.Write([]byte{statusFailed})
+		return
+	}
 	c.Write(s.respond(req))
+}
+
+// admit reports whether req may be carried out: without authentication
+// always; with it, when it carries an admin's token. A refusal is counted
+// and logged with the client's address, never the token.
+func (s *Server) admit(c net.Conn, req Request) bool {
+	if s.tokens == nil {
+		return true
+	}
+	p, err := s.tokens.Authenticate(req.Token)
+	if err != nil {
+		s.table.Refused(mutex.RefusedUnauthenticated)
+		s.log.Info("management request not authenticated", slog.String("remote", c.RemoteAddr().String()))
+		return false
+	}
+	if !p.Admin() {
+		s.table.Refused(mutex.RefusedForbidden)
+		s.log.Info("management request by a principal that is not an admin", slog.String("remote", c.RemoteAddr().String()),
+			slog.String("principal", p.Name))
+		return false
+	}
+	return true
 }
 
 // respond carries out req and returns the whole response. A node of a
@@ -157,7 +202,7 @@ func (s *Server) wait(p mutex.Pending) {
 
 // readRequest reads one whole request. Errors: ErrMalformed, or the read's.
 func readRequest(c net.Conn) (Request, error) {
-	var buf [2 + maxString + 1]byte
+	var buf [3 + maxToken + 2 + maxString + 1]byte
 	n := 0
 	for {
 		m, err := c.Read(buf[n:])

@@ -71,15 +71,47 @@ type Session struct {
 }
 
 // Request is one decoded management request. Arg is the key of
-// CmdResetKey or the source of CmdResetSource.
+// CmdResetKey or the source of CmdResetSource. Token, when not empty, came
+// in the authenticated form.
 type Request struct {
-	Cmd Command
-	Arg string
+	Cmd   Command
+	Arg   string
+	Token []byte
 }
 
-// decodeRequest decodes a whole request. Errors: ErrMalformed,
-// errIncomplete.
+// authForm is the first byte of a request in the authenticated form:
+// [0x80] [n: u16] [token: n bytes] [the request].
+const authForm = 0x80
+
+// maxToken bounds the token of the authenticated form.
+const maxToken = 1024
+
+// decodeRequest decodes a whole request, in the authenticated form or
+// not. Errors: ErrMalformed, errIncomplete.
 func decodeRequest(b []byte) (Request, int, error) {
+	if len(b) > 0 && b[0] == authForm {
+		if len(b) < 3 {
+			return Request{}, 0, errIncomplete
+		}
+		n := int(binary.BigEndian.Uint16(b[1:3]))
+		if n == 0 || n > maxToken {
+			return Request{}, 0, ErrMalformed
+		}
+		if len(b) < 3+n {
+			return Request{}, 0, errIncomplete
+		}
+		r, used, err := decodePlain(b[3+n:])
+		if err != nil {
+			return Request{}, 0, err
+		}
+		r.Token = b[3 : 3+n]
+		return r, 3 + n + used, nil
+	}
+	return decodePlain(b)
+}
+
+// decodePlain decodes a request that is not in the authenticated form.
+func decodePlain(b []byte) (Request, int, error) {
 	if len(b) == 0 {
 		return Request{}, 0, errIncomplete
 	}
@@ -106,6 +138,11 @@ func decodeRequest(b []byte) (Request, int, error) {
 
 // appendRequest appends the wire form of r.
 func appendRequest(b []byte, r Request) []byte {
+	if len(r.Token) > 0 {
+		b = append(b, authForm)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(r.Token)))
+		b = append(b, r.Token...)
+	}
 	b = append(b, byte(r.Cmd))
 	if r.Cmd == CmdResetKey || r.Cmd == CmdResetSource {
 		b = appendString(b, r.Arg)

@@ -219,8 +219,8 @@ func TestSessionSeries(t *testing.T) {
 	tb := mutex.NewNode(mutex.NodeConfig{Clock: now})
 	t.Cleanup(tb.Close)
 	reg := newRegistry(t, tb)
-	a, _, _ := tb.OpenSession("a", "", 10*time.Second, [mutex.SecretHashLen]byte{}, "", nopRoute{})
-	b, _, _ := tb.OpenSession("b", "", time.Hour, [mutex.SecretHashLen]byte{}, "", nopRoute{})
+	a, _, _ := tb.OpenSession("a", 10*time.Second, [mutex.SecretHashLen]byte{}, "", nopRoute{})
+	b, _, _ := tb.OpenSession("b", time.Hour, [mutex.SecretHashLen]byte{}, "", nopRoute{})
 	tb.ApplySession(mutex.Command{Op: mutex.OpAcquire, Session: a.ID(), Request: 1, Key: "x", Delay: time.Minute})
 	tb.ApplySession(mutex.Command{Op: mutex.OpAcquire, Session: b.ID(), Request: 1, Key: "y", Lease: time.Second})
 	tb.ApplySession(mutex.Command{Op: mutex.OpAcquire, Session: b.ID(), Request: 2, Key: "y2"})
@@ -283,7 +283,7 @@ func TestHoldersSeries(t *testing.T) {
 	tb := mutex.NewNode(mutex.NodeConfig{})
 	t.Cleanup(tb.Close)
 	reg := newRegistry(t, tb)
-	s, _, _ := tb.OpenSession("s", "", time.Minute, [mutex.SecretHashLen]byte{}, "", nopRoute{})
+	s, _, _ := tb.OpenSession("s", time.Minute, [mutex.SecretHashLen]byte{}, "", nopRoute{})
 	for i, c := range []mutex.Command{
 		{Key: "r", Mode: mutex.Shared, Owner: "a"}, {Key: "r", Mode: mutex.Shared, Owner: "b"},
 		{Key: "sem", Limit: 4, Owner: "a"},
@@ -316,6 +316,42 @@ func TestHoldersSeries(t *testing.T) {
 	for k, v := range want {
 		if got[k] != v {
 			t.Fatalf("series %v, want %v", got, want)
+		}
+	}
+}
+
+// locking_center_refusals_total has one series per reason, the front ends'
+// counts and the table's caps together.
+func TestRefusalsSeries(t *testing.T) {
+	tb := mutex.NewNode(mutex.NodeConfig{Limits: mutex.Limits{MaxHeld: 1}})
+	t.Cleanup(tb.Close)
+	reg := newRegistry(t, tb)
+	for _, k := range []string{"a", "b"} {
+		tb.Apply(mutex.Command{Op: mutex.OpAcquire, Key: k, Account: "10.0.0.1", Try: true, ConnBound: true})
+	}
+	tb.Refused(mutex.RefusedUnauthenticated)
+	tb.Refused(mutex.RefusedUnauthenticated)
+	tb.Refused(mutex.RefusedConnections)
+	want := map[string]float64{"unauthenticated": 2, "forbidden": 0, "v1": 0, "connections": 1, "rate": 0,
+		"held": 1, "parked": 0}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == Namespace+"_refusals_total" {
+			for _, m := range mf.Metric {
+				got[labelOf(m, LabelReason)] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("refusal series %v, want %v", got, want)
+	}
+	for r, v := range want {
+		if got[r] != v {
+			t.Errorf("refusals{reason=%q} = %v, want %v", r, got[r], v)
 		}
 	}
 }

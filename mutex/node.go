@@ -34,6 +34,9 @@ type NodeConfig struct {
 	// log before any node applies it (see Replicator); Journal is then
 	// unused. The node changes the table only while SetLeader(true).
 	Replicator Replicator
+	// Limits caps what one account may hold and have parked; the node
+	// stamps them on every acquire it is handed. Zero: no caps.
+	Limits Limits
 }
 
 // Waker hears how a parked request ends: EventGranted or EventWithdrawn,
@@ -108,7 +111,9 @@ type Node struct {
 	armed  int64 // when the timer fires, 0: not armed
 	closed bool
 
-	resumes uint64
+	resumes  uint64
+	refusals [numRefusals]atomic.Uint64
+	limits   Limits
 
 	observers []observer
 	nextObs   uint64
@@ -158,6 +163,7 @@ func NewNode(cfg NodeConfig) *Node {
 		wakers:  make(map[uint64]Waker),
 		lives:   make(map[uint64]*Live),
 		rep:     cfg.Replicator,
+		limits:  cfg.Limits,
 	}
 	if n.t == nil {
 		n.t = NewTable()
@@ -252,6 +258,7 @@ func (n *Node) ApplyWake(c Command, w Waker) (Result, Pending) {
 	n.mu.Lock()
 	now := n.now()
 	c.At = now
+	n.stamp(&c)
 	ns := now.UnixNano()
 	n.expireDue(ns, &d)
 	res, p := n.applyLocked(&c, &d)
@@ -277,6 +284,7 @@ func (n *Node) ApplySession(c Command) (res Result, p Pending, delivered bool) {
 	n.mu.Lock()
 	now := n.now()
 	c.At = now
+	n.stamp(&c)
 	ns := now.UnixNano()
 	n.expireDue(ns, &d)
 	// The session's Live is taken before: a close ends it.
@@ -392,11 +400,16 @@ func (n *Node) dropExpiry(l *Live) {
 }
 
 // OpenSession opens a session named name with ttl and the hash of its
-// resume secret, delivering what concerns it to route. Its locks and
-// parked requests are charged to account (Command.Account; empty:
-// nobody). remote is the address of its client's connection, for
-// listings.
-func (n *Node) OpenSession(name, account string, ttl time.Duration, secretHash [SecretHashLen]byte, remote string,
+// resume secret, delivering what concerns it to route. remote is the
+// address of its client's connection, for listings.
+func (n *Node) OpenSession(name string, ttl time.Duration, secretHash [SecretHashLen]byte, remote string,
+	route Route) (*Live, Result, Pending) {
+	return n.OpenSessionAs("", name, ttl, secretHash, remote, route)
+}
+
+// OpenSessionAs is OpenSession for a session charged to account (see
+// Command.Account).
+func (n *Node) OpenSessionAs(account, name string, ttl time.Duration, secretHash [SecretHashLen]byte, remote string,
 	route Route) (*Live, Result, Pending) {
 	if n.rep != nil {
 		res := n.propose(Command{Op: OpOpenSession, Source: name, Account: account, TTL: ttl, SecretHash: secretHash},
@@ -466,6 +479,18 @@ func (n *Node) Resume(id uint64, secretHash [SecretHashLen]byte, account, remote
 	n.mu.Unlock()
 	d.run()
 	return l
+}
+
+// SessionAccount returns the account session id was opened with, and
+// false when there is no such session.
+func (n *Node) SessionAccount(id uint64) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.t.sessions[id]
+	if s == nil {
+		return "", false
+	}
+	return s.account.Value(), true
 }
 
 // SetRemote records the address of session id's connection, for
@@ -600,6 +625,9 @@ func (n *Node) Snapshot() Snapshot {
 	now := n.now()
 	s := n.t.snapshot(now)
 	s.Counters.Resumes = n.resumes
+	for i := range n.refusals {
+		s.Counters.Refusals[i] += n.refusals[i].Load()
+	}
 	ns := now.UnixNano()
 	for i := range s.Sessions {
 		if l := n.lives[s.Sessions[i].ID]; l != nil {

@@ -64,8 +64,8 @@ func TestNodeExpiresBeforeGranting(t *testing.T) {
 	if _, _, err := n.TryLock(Claim{Key: "k", Source: "v1"}); err != nil {
 		t.Fatal(err)
 	}
-	dead, _, _ := n.OpenSession("dead", "", 10*time.Second, [SecretHashLen]byte{}, "", &route{})
-	alive, _, _ := n.OpenSession("alive", "", 10*time.Second, [SecretHashLen]byte{}, "", &route{})
+	dead, _, _ := n.OpenSession("dead", 10*time.Second, [SecretHashLen]byte{}, "", &route{})
+	alive, _, _ := n.OpenSession("alive", 10*time.Second, [SecretHashLen]byte{}, "", &route{})
 	for i, l := range []*Live{dead, alive} {
 		res, _, _ := n.ApplySession(Command{Op: OpAcquire, Session: l.ID(), Request: 1, Key: "k"})
 		if res.Status != StatusParked {
@@ -163,7 +163,7 @@ func TestNodeRouteOrder(t *testing.T) {
 	n := NewNode(NodeConfig{})
 	defer n.Close()
 	r := &route{}
-	l, _, _ := n.OpenSession("s", "", time.Minute, [SecretHashLen]byte{}, "", r)
+	l, _, _ := n.OpenSession("s", time.Minute, [SecretHashLen]byte{}, "", r)
 	n.TryLock(Claim{Key: "held", Source: "v1"})
 	n.ApplySession(Command{Op: OpAcquire, Session: l.ID(), Request: 1, Key: "held"})
 	n.ApplySession(Command{Op: OpCloseSession, Session: l.ID(), Request: 2})
@@ -204,7 +204,7 @@ func TestNodeSessionAccount(t *testing.T) {
 	n := NewNode(NodeConfig{})
 	defer n.Close()
 	secret := [SecretHashLen]byte{7}
-	l, _, _ := n.OpenSession("svc", "svc-account", time.Minute, secret, "", &route{})
+	l, _, _ := n.OpenSessionAs("svc-account", "svc", time.Minute, secret, "", &route{})
 	var charged []string
 	n.Export(func(r *Record) {
 		if r.Kind == RecordSession {
@@ -222,5 +222,50 @@ func TestNodeSessionAccount(t *testing.T) {
 		if n.Resume(l.ID(), secret, account, "", attach) == nil {
 			t.Fatalf("resume with account %q refused", account)
 		}
+	}
+}
+
+// The node stamps its limits on every acquire: an account's lock over its
+// cap is refused and counted, whatever front end asked, and a session is
+// charged to the account it was opened with.
+func TestNodeLimitsAndRefusals(t *testing.T) {
+	n := NewNode(NodeConfig{Limits: Limits{MaxHeld: 3, MaxParked: 1}})
+	defer n.Close()
+	v1 := func(key, account string) Status {
+		res, _ := n.Apply(Command{Op: OpAcquire, Key: key, Source: "s", Account: account, Try: true, ConnBound: true})
+		return res.Status
+	}
+	for _, k := range []string{"a", "b", "x"} {
+		if st := v1(k, "10.0.0.1"); st != StatusGranted {
+			t.Fatalf("lock %q of an account capped at three: %v", k, st)
+		}
+	}
+	if st := v1("y", "10.0.0.1"); st != StatusOverLimit {
+		t.Fatalf("a fourth lock of an account capped at three: %v", st)
+	}
+	if st := v1("c", "10.0.0.2"); st != StatusGranted {
+		t.Fatalf("another account's lock: %v", st)
+	}
+	l, res, _ := n.OpenSessionAs("10.0.0.2", "worker", time.Minute, [SecretHashLen]byte{}, "", &route{})
+	if l == nil {
+		t.Fatalf("open session: %v", res.Status)
+	}
+	acquire := func(key string, req uint64) Status {
+		res, _, _ := n.ApplySession(Command{Op: OpAcquire, Session: l.ID(), Request: req, Key: key})
+		return res.Status
+	}
+	if st := acquire("a", 1); st != StatusParked {
+		t.Fatalf("the session's first acquire of a held key: %v", st)
+	}
+	if st := acquire("b", 2); st != StatusOverLimit {
+		t.Fatalf("a second parked request of an account capped at one: %v", st)
+	}
+	n.Refused(RefusedRate)
+	got := n.Snapshot().Counters.Refusals
+	if got[RefusedHeld] != 1 || got[RefusedParked] != 1 || got[RefusedRate] != 1 {
+		t.Errorf("refusals %v, want one held, one parked, one rate", got)
+	}
+	if u := n.t.Usage("10.0.0.2"); u.Held != 1 || u.Parked != 1 {
+		t.Errorf("usage of 10.0.0.2: %+v", u)
 	}
 }

@@ -112,7 +112,7 @@ func TestReplicatedNodes(t *testing.T) {
 		t.Fatalf("a follower applied a command: %v", res.Status)
 	}
 	r := &route{}
-	sess, res, _ := lead.OpenSession("s", "", 10*time.Second, [SecretHashLen]byte{}, "", r)
+	sess, res, _ := lead.OpenSession("s", 10*time.Second, [SecretHashLen]byte{}, "", r)
 	if sess == nil {
 		t.Fatalf("open session: %v", res.Status)
 	}

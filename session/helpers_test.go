@@ -65,11 +65,12 @@ type envOptions struct {
 	table   *mutex.Table // read back from a journal; nil: empty
 	// tls serves the port over TLS with client certificates of a CA of
 	// the test (env.ca); clients present one named "client".
-	tls bool
+	tls    bool
+	limits mutex.Limits
 }
 
 // start serves a new node until the test ends.
-func start(t *testing.T, o envOptions) *env {
+func start(t testing.TB, o envOptions) *env {
 	t.Helper()
 	e := startOn(t, o)
 	t.Cleanup(e.stop)
@@ -77,13 +78,13 @@ func start(t *testing.T, o envOptions) *env {
 }
 
 // startOn serves a new node until stop is called.
-func startOn(t *testing.T, o envOptions) *env {
+func startOn(t testing.TB, o envOptions) *env {
 	t.Helper()
 	var now func() time.Time
 	if o.clock != nil {
 		now = o.clock.Now
 	}
-	node := mutex.NewNode(mutex.NodeConfig{Clock: now, Journal: o.journal, Table: o.table})
+	node := mutex.NewNode(mutex.NodeConfig{Clock: now, Journal: o.journal, Table: o.table, Limits: o.limits})
 	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o.cfg.Logger = log
 	ss, err := NewServer(node, o.cfg)
@@ -131,13 +132,13 @@ func startOn(t *testing.T, o envOptions) *env {
 }
 
 // connect opens a connection to the port, over TLS when it speaks TLS.
-func (e *env) connect(t *testing.T) net.Conn {
+func (e *env) connect(t testing.TB) net.Conn {
 	t.Helper()
 	return e.connectWith(t, e.tls)
 }
 
 // connectWith opens a connection with the TLS config cfg; nil: plain TCP.
-func (e *env) connectWith(t *testing.T, cfg *tls.Config) net.Conn {
+func (e *env) connectWith(t testing.TB, cfg *tls.Config) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", e.addr)
 	if err != nil {
@@ -157,7 +158,7 @@ func bothTransports(t *testing.T, o envOptions, f func(t *testing.T, o envOption
 	t.Run("tls", func(t *testing.T) { f(t, o) })
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
@@ -166,7 +167,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 
 // client is a raw client of the session protocol.
 type client struct {
-	t   *testing.T
+	t   testing.TB
 	c   net.Conn
 	r   *reader
 	id  uint64
@@ -175,13 +176,13 @@ type client struct {
 }
 
 // dial connects and sends the preface.
-func (e *env) dial(t *testing.T) *client {
+func (e *env) dial(t testing.TB) *client {
 	t.Helper()
 	return startClient(t, e.connect(t))
 }
 
 // startClient sends the preface on c.
-func startClient(t *testing.T, c net.Conn) *client {
+func startClient(t testing.TB, c net.Conn) *client {
 	t.Helper()
 	if _, err := c.Write([]byte(Preface)); err != nil {
 		t.Fatal(err)
@@ -190,7 +191,7 @@ func startClient(t *testing.T, c net.Conn) *client {
 }
 
 // hello opens a session named name and returns the client.
-func (e *env) hello(t *testing.T, name string, fields ...func(*frameBuilder)) *client {
+func (e *env) hello(t testing.TB, name string, fields ...func(*frameBuilder)) *client {
 	t.Helper()
 	c := e.dial(t)
 	c.send(TypeHello, append([]func(*frameBuilder){func(fb *frameBuilder) { fb.str(TagName, name) }}, fields...)...)

@@ -134,7 +134,7 @@ func TestSessionsAndSessionHolders(t *testing.T) {
 	t0 := time.Date(2026, 8, 27, 9, 59, 11, 0, time.UTC)
 	clock := &fakeClock{now: t0}
 	s := startServer(t, clock.Now)
-	l, _, _ := s.table.OpenSession("svc-1", "", 10*time.Second, [mutex.SecretHashLen]byte{}, "10.0.0.9:4000", nopRoute{})
+	l, _, _ := s.table.OpenSession("svc-1", 10*time.Second, [mutex.SecretHashLen]byte{}, "10.0.0.9:4000", nopRoute{})
 	for i, c := range []mutex.Command{
 		{Key: "r", Mode: mutex.Shared, Owner: "a"},
 		{Key: "r", Mode: mutex.Shared, Owner: "b"},

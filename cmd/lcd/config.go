@@ -22,6 +22,7 @@ const (
 	defaultSessionTTL      = 10 * time.Second
 	defaultSessionTTLMin   = time.Second
 	defaultSessionTTLMax   = 5 * time.Minute
+	defaultHTTPSessionTTL  = 5 * time.Second
 	maxLockDelay           = 60 * time.Second
 )
 
@@ -30,6 +31,7 @@ type Config struct {
 	BindAddress     string        // mutex port, "host:port"; default ":22119"
 	ManagerAddress  string        // management port; default host:port+1
 	MetricsAddress  string        // metrics endpoint; default host:port+2
+	HTTPAddress     string        // HTTP API; default host:port+3; empty: off
 	DataPath        string        // write-ahead log file; empty keeps locks in memory only
 	HeaderTimeout   time.Duration // time for a request to arrive; default 10 s
 	ShutdownTimeout time.Duration // metrics drain at shutdown; default 30 s
@@ -39,6 +41,7 @@ type Config struct {
 	SessionTTLMin   time.Duration // shortest session TTL granted; default 1 s
 	SessionTTLMax   time.Duration // longest session TTL granted; default 5 min
 	LockDelay       time.Duration // lock-delay of a session's acquire that names none; default 0, at most 60 s
+	HTTPSessionTTL  time.Duration // TTL of an HTTP client_id's session (the heartbeat window); default 5 s
 	// Cluster makes this process a node of a raft cluster (NODE_ID and the
 	// RAFT_ settings); nil: a single node, as without them.
 	Cluster *cluster.Config
@@ -47,6 +50,8 @@ type Config struct {
 	// and sources taken from them with TLS_SOURCE_FROM_CERT; nil: plain
 	// TCP everywhere.
 	TLS *tlsconf.Config
+	// Security is authentication and the limits (docs/security.md).
+	Security securityConfig
 }
 
 // setting is one flag with its environment variable.
@@ -58,6 +63,7 @@ type setting struct {
 // options holds the raw strings of every setting before validation.
 type options struct {
 	bindAddr, manager, metrics, dataPath string
+	httpAddr, httpTTL                    string
 	headerTimeout, shutdown, logLevel    string
 	logFormat                            string
 	sessionTTL, ttlMin, ttlMax, delay    string
@@ -66,13 +72,20 @@ type options struct {
 	advertise, electionTimeout           string
 	tlsCert, tlsKey, tlsClientCA         string
 	tlsSourceFromCert                    string
+	sec                                  securityOptions
 }
 
 func (o *options) settings() []setting {
+	return append(o.baseSettings(), o.sec.settings()...)
+}
+
+func (o *options) baseSettings() []setting {
 	return []setting{
 		{"bind-address", "BIND_ADDRESS", defaultBindAddress, "mutex port address, host:port", &o.bindAddr},
 		{"manager-address", "MANAGER_ADDRESS", "", "management port address (default: mutex port + 1)", &o.manager},
 		{"metrics-address", "METRICS_ADDRESS", "", "metrics endpoint address (default: mutex port + 2)", &o.metrics},
+		{"http-address", "HTTP_ADDRESS", "", "HTTP API and status page address (default: mutex port + 3; set to \"\" to turn it off)", &o.httpAddr},
+		{"http-session-ttl", "HTTP_SESSION_TTL", defaultHTTPSessionTTL.String(), "how long an HTTP client_id's session lives without a heartbeat or request", &o.httpTTL},
 		{"data-path", "DATA_PATH", "", "write-ahead log file that keeps held keys across restarts (default: memory only)", &o.dataPath},
 		{"header-timeout", "HEADER_TIMEOUT", defaultHeaderTimeout.String(), "time a request's bytes have to arrive", &o.headerTimeout},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", defaultShutdownTimeout.String(), "how long the metrics endpoint drains at shutdown", &o.shutdown},
@@ -117,9 +130,16 @@ func (o *options) config(fs *pflag.FlagSet, environ []string) (Config, error) {
 			*s.target = v
 		}
 	}
+	// An HTTP address set to "" (flag or environment) turns the API off;
+	// unset, it follows the mutex port.
+	_, httpInEnv := env["HTTP_ADDRESS"]
+	httpSet := fs.Changed("http-address") || httpInEnv
 	cfg := Config{BindAddress: o.bindAddr, DataPath: o.dataPath, LogFormat: o.logFormat}
 	var err error
-	if cfg.ManagerAddress, cfg.MetricsAddress, err = sideAddresses(o.bindAddr, o.manager, o.metrics); err != nil {
+	if cfg.ManagerAddress, cfg.MetricsAddress, cfg.HTTPAddress, err = sideAddresses(o.bindAddr, o.manager, o.metrics, o.httpAddr, httpSet); err != nil {
+		return Config{}, err
+	}
+	if cfg.HTTPSessionTTL, err = positiveDuration("http-session-ttl", o.httpTTL); err != nil {
 		return Config{}, err
 	}
 	if cfg.HeaderTimeout, err = positiveDuration("header-timeout", o.headerTimeout); err != nil {
@@ -157,6 +177,9 @@ func (o *options) config(fs *pflag.FlagSet, environ []string) (Config, error) {
 		return Config{}, err
 	}
 	if cfg.TLS, err = o.tlsConfig(cfg); err != nil {
+		return Config{}, err
+	}
+	if cfg.Security, err = o.sec.config(); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
@@ -218,6 +241,9 @@ func (o *options) clusterConfig(cfg Config) (*cluster.Config, error) {
 	if min := cluster.MinSessionTTL(et); cfg.SessionTTLMin <= min {
 		return nil, fmt.Errorf("session-ttl-min %v: a cluster with raft-election-timeout %v needs it above %v, so that a session outlives a failover",
 			cfg.SessionTTLMin, et, min)
+	} else if cfg.HTTPAddress != "" && cfg.HTTPSessionTTL <= min {
+		return nil, fmt.Errorf("http-session-ttl %v: a cluster with raft-election-timeout %v needs it above %v, so that a client outlives a failover",
+			cfg.HTTPSessionTTL, et, min)
 	}
 	cc := &cluster.Config{NodeID: o.nodeID, RaftBind: o.raftAddr, RaftAdvertise: o.raftAdvertise, Dir: o.raftDir,
 		Peers: peers, Dial: dial, ClientAddress: o.advertise, ElectionTimeout: et}
@@ -233,18 +259,20 @@ func (o *options) clusterConfig(cfg Config) (*cluster.Config, error) {
 	return cc, nil
 }
 
-// sideAddresses derives the management and metrics addresses from the
-// mutex address (same host, port+1 and port+2) unless they are given.
-func sideAddresses(bind, manager, metrics string) (string, string, error) {
+// sideAddresses derives the management, metrics and HTTP addresses from
+// the mutex address (same host, port+1, port+2 and port+3) unless they
+// are given. An HTTP address set (httpSet) to "" turns the HTTP API off:
+// it is returned empty.
+func sideAddresses(bind, manager, metrics, httpAddr string, httpSet bool) (string, string, string, error) {
 	host, portStr, err := net.SplitHostPort(bind)
 	if err != nil {
-		return "", "", fmt.Errorf("bind-address %q: %w", bind, err)
+		return "", "", "", fmt.Errorf("bind-address %q: %w", bind, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil || port < 0 || port > 65535 {
-		return "", "", fmt.Errorf("bind-address %q: port must be a number from 0 to 65535", bind)
+		return "", "", "", fmt.Errorf("bind-address %q: port must be a number from 0 to 65535", bind)
 	}
-	derive := func(given string, offset int) (string, error) {
+	derive := func(given string, offset int, variable string) (string, error) {
 		if given != "" {
 			if _, _, err := net.SplitHostPort(given); err != nil {
 				return "", err
@@ -255,19 +283,25 @@ func sideAddresses(bind, manager, metrics string) (string, string, error) {
 			return net.JoinHostPort(host, "0"), nil
 		}
 		if port+offset > 65535 {
-			return "", fmt.Errorf("bind-address %q: port %d leaves no room for port+%d; set MANAGER_ADDRESS and METRICS_ADDRESS", bind, port, offset)
+			return "", fmt.Errorf("bind-address %q: port %d leaves no room for port+%d; set %s", bind, port, offset, variable)
 		}
 		return net.JoinHostPort(host, strconv.Itoa(port+offset)), nil
 	}
-	m, err := derive(manager, 1)
+	m, err := derive(manager, 1, "MANAGER_ADDRESS")
 	if err != nil {
-		return "", "", fmt.Errorf("manager address: %w", err)
+		return "", "", "", fmt.Errorf("manager address: %w", err)
 	}
-	x, err := derive(metrics, 2)
+	x, err := derive(metrics, 2, "METRICS_ADDRESS")
 	if err != nil {
-		return "", "", fmt.Errorf("metrics address: %w", err)
+		return "", "", "", fmt.Errorf("metrics address: %w", err)
 	}
-	return m, x, nil
+	h := ""
+	if httpAddr != "" || !httpSet {
+		if h, err = derive(httpAddr, 3, `HTTP_ADDRESS (or set it to "" to turn the HTTP API off)`); err != nil {
+			return "", "", "", fmt.Errorf("HTTP address: %w", err)
+		}
+	}
+	return m, x, h, nil
 }
 
 func positiveDuration(name, v string) (time.Duration, error) {

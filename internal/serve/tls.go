@@ -33,10 +33,28 @@ func (s *Server) wrap(c net.Conn) net.Conn {
 		return c
 	}
 	if s.queue > 0 {
-		c = &queuedConn{Conn: c, g: &s.group, timeout: s.queue}
+		c = newQueuedConn(c, &s.group, s.queue)
 	}
 	return tls.Server(c, s.tls)
 }
+
+// refusable returns c, a connection the gate refused, as Limit's refuse
+// is given it: under TLS, where no handshake is made for it, one that
+// writes nothing, since its client could not read a refusal in the clear.
+func (s *Server) refusable(c net.Conn) net.Conn {
+	if s.tls == nil {
+		return c
+	}
+	return unwritable{c}
+}
+
+// unwritable is a connection that writes nothing.
+type unwritable struct{ net.Conn }
+
+func (unwritable) Write([]byte) (int, error) { return 0, errUnwritable }
+
+// errUnwritable: a refusal in the clear to a client of a TLS port.
+var errUnwritable = errors.New("serve: no refusal in the clear on a TLS port")
 
 // Socket returns the connection under c's layers (a *tls.Conn, a queue of
 // UseTLS): the one that has the socket. It returns c when c has none.
@@ -77,10 +95,19 @@ type queuedConn struct {
 	timeout time.Duration
 
 	mu         sync.Mutex
+	now        NowWriter
 	buf        []byte // kept, for the drainer
 	writing    bool   // the drainer runs
 	closeWrite bool   // CloseWrite once buf is written
 	err        error  // why writes fail from now on
+}
+
+// newQueuedConn returns c whose writes never wait; the rest of a write is
+// written by a goroutine of g, each batch within timeout.
+func newQueuedConn(c net.Conn, g *Group, timeout time.Duration) *queuedConn {
+	q := &queuedConn{Conn: c, g: g, timeout: timeout}
+	q.now.Init(c)
+	return q
 }
 
 // Write writes what the socket takes now and keeps the rest. It fails
@@ -97,7 +124,7 @@ func (q *queuedConn) Write(b []byte) (int, error) {
 		q.buf = append(q.buf, b...)
 		return len(b), nil
 	}
-	n, err := WriteNow(q.Conn, b)
+	n, err := q.now.Write(b)
 	if err != nil {
 		q.failLocked(err)
 		return n, err

@@ -69,7 +69,7 @@ func TestQueuedWritesNeverWait(t *testing.T) {
 	defer g.Wait()
 	defer g.Close()
 	sc, cc := tcpPair(t)
-	q := &queuedConn{Conn: sc, g: &g, timeout: time.Minute}
+	q := newQueuedConn(sc, &g, time.Minute)
 	want := pattern(8 << 20) // far above a socket's buffers
 	within(t, "Write", func() {
 		for off := 0; off < len(want); off += 64 << 10 {
@@ -98,7 +98,7 @@ func TestQueuedWritesCutAStalledPeer(t *testing.T) {
 	defer g.Wait()
 	defer g.Close()
 	sc, cc := tcpPair(t)
-	q := &queuedConn{Conn: sc, g: &g, timeout: 50 * time.Millisecond}
+	q := newQueuedConn(sc, &g, 50*time.Millisecond)
 	within(t, "Write", func() { q.Write(pattern(8 << 20)) })
 	deadline := time.Now().Add(30 * time.Second)
 	for {

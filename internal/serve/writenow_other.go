@@ -4,6 +4,12 @@ package serve
 
 import "net"
 
-// WriteNow writes nothing where a socket cannot be written without
+// NowWriter writes nothing where a socket cannot be written without
 // waiting: the caller's goroutine does it all.
-func WriteNow(net.Conn, []byte) (int, error) { return 0, nil }
+type NowWriter struct{}
+
+// Init does nothing.
+func (w *NowWriter) Init(net.Conn) {}
+
+// Write writes nothing and returns 0.
+func (w *NowWriter) Write([]byte) (int, error) { return 0, nil }
