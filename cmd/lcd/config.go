@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,13 +71,12 @@ type options struct {
 	nodeID, raftAddr, raftAdvertise      string
 	raftDir, raftPeers, raftDial         string
 	advertise, electionTimeout           string
-	tlsCert, tlsKey, tlsClientCA         string
-	tlsSourceFromCert                    string
+	tls                                  tlsOptions
 	sec                                  securityOptions
 }
 
 func (o *options) settings() []setting {
-	return append(o.baseSettings(), o.sec.settings()...)
+	return slices.Concat(o.baseSettings(), o.sec.settings(), o.tls.settings())
 }
 
 func (o *options) baseSettings() []setting {
@@ -103,10 +103,6 @@ func (o *options) baseSettings() []setting {
 		{"raft-dial", "RAFT_DIAL", "", "addresses to dial other nodes' raft ports at in place of theirs, id=address,... (cluster)", &o.raftDial},
 		{"advertise-address", "ADVERTISE_ADDRESS", "", "address clients and other nodes reach this node's mutex port at (cluster; default: its RAFT_PEERS entry, else BIND_ADDRESS when it names a host)", &o.advertise},
 		{"raft-election-timeout", "RAFT_ELECTION_TIMEOUT", cluster.DefaultElectionTimeout.String(), "time a follower goes without a leader before it stands for election (cluster)", &o.electionTimeout},
-		{"tls-cert-file", "TLS_CERT_FILE", "", "PEM certificate (then intermediates) of the server; with tls-key-file, every port speaks TLS 1.2 or later; reloaded on SIGHUP", &o.tlsCert},
-		{"tls-key-file", "TLS_KEY_FILE", "", "PEM private key of tls-cert-file", &o.tlsKey},
-		{"tls-client-ca-file", "TLS_CLIENT_CA_FILE", "", "PEM CA certificates of client certificates: the mutex and management ports require one, the metrics port verifies one if given; reloaded on SIGHUP", &o.tlsClientCA},
-		{"tls-source-from-cert", "TLS_SOURCE_FROM_CERT", "false", "take the source of every lock and session from the client certificate (its common name, else its first DNS name); needs tls-client-ca-file", &o.tlsSourceFromCert},
 	}
 }
 
@@ -176,36 +172,13 @@ func (o *options) config(fs *pflag.FlagSet, environ []string) (Config, error) {
 	if cfg.Cluster, err = o.clusterConfig(cfg); err != nil {
 		return Config{}, err
 	}
-	if cfg.TLS, err = o.tlsConfig(cfg); err != nil {
+	if cfg.TLS, err = o.tls.config(cfg.Cluster != nil); err != nil {
 		return Config{}, err
 	}
 	if cfg.Security, err = o.sec.config(); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
-}
-
-// tlsConfig returns the TLS settings, or nil when TLS_CERT_FILE and
-// TLS_KEY_FILE are not set; the files are read at start.
-func (o *options) tlsConfig(cfg Config) (*tlsconf.Config, error) {
-	fromCert, err := strconv.ParseBool(o.tlsSourceFromCert)
-	if err != nil {
-		return nil, fmt.Errorf("tls-source-from-cert %q: want true or false", o.tlsSourceFromCert)
-	}
-	switch {
-	case o.tlsCert == "" && o.tlsKey == "":
-		if o.tlsClientCA != "" || fromCert {
-			return nil, errors.New("TLS_CLIENT_CA_FILE and TLS_SOURCE_FROM_CERT need TLS_CERT_FILE and TLS_KEY_FILE")
-		}
-		return nil, nil
-	case o.tlsCert == "" || o.tlsKey == "":
-		return nil, errors.New("TLS_CERT_FILE and TLS_KEY_FILE go together: set both, or neither")
-	case fromCert && o.tlsClientCA == "":
-		return nil, errors.New("TLS_SOURCE_FROM_CERT needs TLS_CLIENT_CA_FILE: only a verified client certificate can name a source")
-	case cfg.Cluster != nil:
-		return nil, errors.New("TLS and NODE_ID: a cluster's nodes do not speak TLS to each other yet; unset the TLS_ settings or NODE_ID")
-	}
-	return &tlsconf.Config{CertFile: o.tlsCert, KeyFile: o.tlsKey, ClientCAFile: o.tlsClientCA, NamedClients: fromCert}, nil
 }
 
 // clusterConfig returns the cluster settings, or nil when NODE_ID is not
