@@ -493,6 +493,18 @@ func (n *Node) SessionAccount(id uint64) (string, bool) {
 	return s.account.Value(), true
 }
 
+// SessionName returns the name session id was opened with, and false
+// when there is no such session.
+func (n *Node) SessionName(id uint64) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.t.sessions[id]
+	if s == nil {
+		return "", false
+	}
+	return s.name.Value(), true
+}
+
 // SetRemote records the address of session id's connection, for
 // listings; empty while none is attached.
 func (n *Node) SetRemote(id uint64, remote string) {

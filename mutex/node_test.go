@@ -214,6 +214,12 @@ func TestNodeSessionAccount(t *testing.T) {
 	if !slices.Equal(charged, []string{"svc-account"}) {
 		t.Fatalf("accounts of the sessions: %q", charged)
 	}
+	if name, ok := n.SessionName(l.ID()); !ok || name != "svc" {
+		t.Fatalf("SessionName = %q, %v", name, ok)
+	}
+	if _, ok := n.SessionName(l.ID() + 1); ok {
+		t.Fatal("SessionName of no session found one")
+	}
 	attach := func(SessionState, Route, []Output) Route { return &route{} }
 	if n.Resume(l.ID(), secret, "intruder", "", attach) != nil {
 		t.Fatal("resumed with another account")

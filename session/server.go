@@ -57,8 +57,8 @@ type Config struct {
 	ServerID string
 	// SourceFromCert names each session after its client's verified
 	// certificate (tlsconf.PeerName), in place of HELLO's name, and
-	// charges the session to that name; a RESUME must come with a
-	// certificate of the same name. A connection without such a
+	// charges the session to that name (to the principal's, with
+	// Tokens); a RESUME must come with a certificate of the same name. A connection without such a
 	// certificate is sent GOODBYE bad_request. It needs connections of a
 	// TLS port that requires client certificates.
 	SourceFromCert bool
@@ -614,6 +614,15 @@ func (c *conn) resume(f *Frame) bool {
 			c.s.log.Info("session resumed by another principal", slog.String(logRemote, c.remote),
 				slog.String(logPrincipal, account))
 			c.send(goodbye(CodeUnauthenticated, "authentication failed"))
+			return false
+		}
+	}
+	if c.s.cfg.SourceFromCert && c.s.cfg.Tokens != nil {
+		// The session is charged to the principal, and named after the
+		// certificate it was opened with: a resume needs both.
+		name, _ := tlsconf.PeerName(c.nc)
+		if owner, found := c.s.node.SessionName(id); found && owner != name {
+			c.send(goodbye(CodeUnknownSession, "no such session, or a wrong secret"))
 			return false
 		}
 	}

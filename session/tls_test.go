@@ -12,7 +12,7 @@ import (
 )
 
 // helloWith opens a session over TLS presenting cert.
-func (e *env) helloWith(t *testing.T, cert *testcerts.Cert, name string) *client {
+func (e *env) helloWith(t *testing.T, cert *testcerts.Cert, name string, fields ...func(*frameBuilder)) *client {
 	t.Helper()
 	cfg := e.tls.Clone()
 	cfg.Certificates = nil
@@ -20,18 +20,19 @@ func (e *env) helloWith(t *testing.T, cert *testcerts.Cert, name string) *client
 		cfg.Certificates = append(cfg.Certificates, cert.TLS)
 	}
 	c := startClient(t, e.connectWith(t, cfg))
-	c.send(TypeHello, func(fb *frameBuilder) { fb.str(TagName, name) })
+	c.send(TypeHello, append([]func(*frameBuilder){func(fb *frameBuilder) { fb.str(TagName, name) }}, fields...)...)
 	return c
 }
 
 // resumeOf sends a RESUME of the session of c on a new connection with
-// cert, and returns that connection's first frame.
-func (e *env) resumeOf(t *testing.T, c *client, cert *testcerts.Cert) Frame {
+// cert and fields besides, and returns that connection's first frame.
+func (e *env) resumeOf(t *testing.T, c *client, cert *testcerts.Cert, fields ...func(*frameBuilder)) Frame {
 	t.Helper()
 	cfg := e.tls.Clone()
 	cfg.Certificates = []tls.Certificate{cert.TLS}
 	r := startClient(t, e.connectWith(t, cfg))
-	r.send(TypeResume, func(fb *frameBuilder) { fb.u64(TagSession, c.sid) }, func(fb *frameBuilder) { fb.bytes(TagSecret, c.sec) })
+	r.send(TypeResume, append([]func(*frameBuilder){func(fb *frameBuilder) { fb.u64(TagSession, c.sid) },
+		func(fb *frameBuilder) { fb.bytes(TagSecret, c.sec) }}, fields...)...)
 	return r.read()
 }
 
@@ -122,4 +123,45 @@ func TestTLSPlainSessionClientRefused(t *testing.T) {
 		t.Fatalf("%d sessions after a plain HELLO", n)
 	}
 	e.hello(t, "tls")
+}
+
+// With tokens beside SourceFromCert, a session is named after its
+// certificate and charged to its token's principal; a resume needs the
+// principal's token and a certificate of the session's name.
+func TestTLSSessionCertificateAndToken(t *testing.T) {
+	e := start(t, envOptions{tls: true, cfg: Config{SourceFromCert: true, Tokens: tokens(t)}})
+	svc := e.ca.Client(t, "svc-a")
+	a := e.helloWith(t, svc, "liar", credential(deployerToken))
+	w := a.expect(TypeWelcome)
+	a.sid, _ = w.Uint(TagSession)
+	sec, _ := w.Get(TagSecret)
+	a.sec = append([]byte(nil), sec...)
+	a.granted(a.acquire("deploy/x"))
+	var got []string
+	e.node.Export(func(r *mutex.Record) {
+		if r.Kind == mutex.RecordSession {
+			got = append(got, "session "+r.Name+" charged to "+r.Account)
+		}
+	})
+	if want := "session svc-a charged to deployer"; strings.Join(got, "; ") != want {
+		t.Fatalf("table: %q, want %q", strings.Join(got, "; "), want)
+	}
+	for _, tt := range []struct {
+		name  string
+		cert  *testcerts.Cert
+		token string
+		want  Code
+	}{
+		{"another certificate", e.ca.Client(t, "svc-b"), deployerToken, CodeUnknownSession},
+		{"another principal", svc, opsToken, CodeUnauthenticated},
+	} {
+		if f := e.resumeOf(t, a, tt.cert, credential(tt.token)); f.Type != TypeGoodbye {
+			t.Errorf("a resume with %s got frame %#02x", tt.name, uint8(f.Type))
+		} else if code, _ := f.Uint(TagCode); Code(code) != tt.want {
+			t.Errorf("a resume with %s: code %v, want %v", tt.name, Code(code), tt.want)
+		}
+	}
+	if f := e.resumeOf(t, a, svc, credential(deployerToken)); f.Type != TypeWelcome {
+		t.Fatalf("a resume with the session's certificate and token got frame %#02x", uint8(f.Type))
+	}
 }

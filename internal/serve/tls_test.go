@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,5 +164,30 @@ func TestServerTLS(t *testing.T) {
 	}
 	if _, err := c.Read(b[:]); err != io.EOF {
 		t.Fatalf("after Finish the client read %v, want the end of stream", err)
+	}
+}
+
+// A connection over the gate's cap on a port under TLS is refused
+// without a byte in the clear (its client expects a handshake), and the
+// refusal is still reported.
+func TestGateRefusalUnderTLS(t *testing.T) {
+	ca := testcerts.NewCA(t, "CA")
+	cfg := &tls.Config{Certificates: []tls.Certificate{ca.Server(t).TLS}}
+	g := NewGate(1, 0)
+	refused := new(atomic.Int32)
+	s := NewServer(Worker(func(c net.Conn) { io.Copy(io.Discard, c) }), nil).UseTLS(cfg, time.Minute)
+	s.Limit(g, false, func(c net.Conn) {
+		refused.Add(1)
+		c.Write([]byte("no"))
+	})
+	ln := serveLoopback(t, s)
+	held, err := tls.Dial("tcp", ln.Addr().String(), testcerts.ClientConfig(ca, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	waitOpen(t, g, 1)
+	if got := refusedWith(t, dialT(t, ln.Addr().String())); got != "" || refused.Load() != 1 {
+		t.Fatalf("a connection over the cap got %q, %d refused; want nothing, 1 refused", got, refused.Load())
 	}
 }
