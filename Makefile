@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test test-go test-clients test-deploy bench bench-v1 bench-session bench-http bench-modes soak soak-crash soak-powerloss soak-model soak-cluster fuzz clean
+.PHONY: all build run test test-go test-clients test-deploy bench bench-v1 bench-session bench-http bench-modes bench-tls soak soak-crash soak-powerloss soak-model soak-cluster fuzz clean
 
 all: build
 
@@ -53,6 +53,11 @@ bench-http:
 # semaphore, priority aging, acquires beside 10,000 waiting sessions.
 bench-modes:
 	$(GO) run ./internal/bench/modes
+
+# What TLS costs the session protocol: lcd in plain TCP and under mutual
+# TLS, side by side in the same rounds.
+bench-tls:
+	$(GO) run ./internal/bench/tlscost
 
 # Long soaks of the write-ahead log: lcd killed with SIGKILL and restarted,
 # round after round; then power losses simulated under the log, which drop

@@ -244,7 +244,7 @@ func (s *Server) adopt(id uint64, scope, name string, anonymous bool) bool {
 	if anonymous {
 		c.id = ""
 	}
-	live := s.node.Resume(id, secretHash(scope, c.id, anonymous), "", func(st mutex.SessionState, _ mutex.Route, _ []mutex.Output) mutex.Route {
+	live := s.node.Resume(id, secretHash(scope, c.id, anonymous), "", "", func(st mutex.SessionState, _ mutex.Route, _ []mutex.Output) mutex.Route {
 		c.last = st.Applied
 		return c
 	})

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,9 +25,13 @@ const maxResponse = 512 << 20
 // Client talks to the management port at Addr.
 type Client struct {
 	Addr string
-	// ConnectTimeout bounds the TCP connect; zero means
-	// DefaultConnectTimeout.
+	// ConnectTimeout bounds the TCP connect, and the TLS handshake with
+	// it; zero means DefaultConnectTimeout.
 	ConnectTimeout time.Duration
+	// TLS, when set, makes the client speak TLS with this config (its
+	// ServerName defaults to Addr's host); the handshake is part of the
+	// connect. Nil: plain TCP.
+	TLS *tls.Config
 	// ReadTimeout bounds each request from the end of the connect to the
 	// end of the response; zero means DefaultReadTimeout, a negative value
 	// no bound beyond the context's. A request that runs out fails with an
@@ -116,8 +121,12 @@ func (c *Client) call(ctx context.Context, op string, req Request) ([]byte, erro
 		}
 		return nil, fmt.Errorf("%s at %s: %w", op, c.Addr, err)
 	}
-	d := net.Dialer{Timeout: timeout}
-	conn, err := d.DialContext(ctx, "tcp", c.Addr)
+	d := &net.Dialer{Timeout: timeout}
+	dial := d.DialContext
+	if c.TLS != nil {
+		dial = (&tls.Dialer{NetDialer: d, Config: c.TLS}).DialContext
+	}
+	conn, err := dial(ctx, "tcp", c.Addr)
 	if err != nil {
 		return fail(err)
 	}

@@ -21,4 +21,7 @@
 // Keys are 1..127 bytes, sources 0..127. Lists are sorted by key bytes. An
 // unknown command byte, a bad length or bytes after the request are
 // answered '-'. New commands take new bytes, so old clients keep working.
+//
+// With Config.TLS (and Client.TLS) the same bytes travel inside TLS; the
+// handshake counts against the request's timeout.
 package manager

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -25,6 +26,9 @@ type Config struct {
 	Timeout time.Duration
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
+	// TLS, when set, makes the port speak TLS with this config; the
+	// handshake is bounded by Timeout too. Nil: plain TCP.
+	TLS *tls.Config
 	// Tokens, when set, turns authentication on: every request must come
 	// in the authenticated form with an admin's token, and one that does
 	// not is answered '-' (docs/security.md). Nil: off; a token is then
@@ -56,6 +60,9 @@ func NewServer(t *mutex.Node, cfg Config) *Server {
 	}
 	s := &Server{table: t, timeout: cfg.Timeout, log: serve.Discard(cfg.Logger), tokens: cfg.Tokens}
 	s.srv = serve.NewServer(serve.Worker(s.handle), s.log)
+	if cfg.TLS != nil {
+		s.srv.UseTLS(cfg.TLS, 0)
+	}
 	s.srv.Limit(cfg.Gate, true, func(c net.Conn) {
 		t.Refused(mutex.RefusedConnections)
 		c.Write([]byte{statusFailed})

@@ -441,13 +441,14 @@ func (n *Node) OpenSessionAs(account, name string, ttl time.Duration, secretHash
 }
 
 // Resume hands session id to a new connection, when secretHash matches
-// (compared in constant time). Under the node's lock it calls attach with
+// (compared in constant time) and, unless account is empty, the session
+// was opened with that account. Under the node's lock it calls attach with
 // the session's state, the route attached so far (nil when none) and what
 // was delivered while none was; attach returns the route to deliver to
 // from now on, and must not block or call the node. The session's TTL
-// starts again. It returns nil when the session does not exist or the
-// secret is wrong, without telling which.
-func (n *Node) Resume(id uint64, secretHash [SecretHashLen]byte, remote string,
+// starts again. It returns nil when the session does not exist, the
+// secret is wrong or the account another, without telling which.
+func (n *Node) Resume(id uint64, secretHash [SecretHashLen]byte, account, remote string,
 	attach func(st SessionState, old Route, missed []Output) Route) *Live {
 	var d deliveries
 	n.mu.Lock()
@@ -462,7 +463,7 @@ func (n *Node) Resume(id uint64, secretHash [SecretHashLen]byte, remote string,
 	if ok {
 		st, ok = n.t.sessionState(id, ns)
 	}
-	if ok && subtle.ConstantTimeCompare(st.SecretHash[:], secretHash[:]) != 1 {
+	if ok && (subtle.ConstantTimeCompare(st.SecretHash[:], secretHash[:]) != 1 || account != "" && st.Account != account) {
 		ok = false
 	}
 	if ok {
@@ -490,6 +491,18 @@ func (n *Node) SessionAccount(id uint64) (string, bool) {
 		return "", false
 	}
 	return s.account.Value(), true
+}
+
+// SessionName returns the name session id was opened with, and false
+// when there is no such session.
+func (n *Node) SessionName(id uint64) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.t.sessions[id]
+	if s == nil {
+		return "", false
+	}
+	return s.name.Value(), true
 }
 
 // SetRemote records the address of session id's connection, for

@@ -198,6 +198,39 @@ func TestMillionKeysLeaveEmptyTable(t *testing.T) {
 	}
 }
 
+// A session is charged to the account it was opened with (its locks are
+// the session's), and a resume that names an account must name that one.
+func TestNodeSessionAccount(t *testing.T) {
+	n := NewNode(NodeConfig{})
+	defer n.Close()
+	secret := [SecretHashLen]byte{7}
+	l, _, _ := n.OpenSessionAs("svc-account", "svc", time.Minute, secret, "", &route{})
+	var charged []string
+	n.Export(func(r *Record) {
+		if r.Kind == RecordSession {
+			charged = append(charged, r.Account)
+		}
+	})
+	if !slices.Equal(charged, []string{"svc-account"}) {
+		t.Fatalf("accounts of the sessions: %q", charged)
+	}
+	if name, ok := n.SessionName(l.ID()); !ok || name != "svc" {
+		t.Fatalf("SessionName = %q, %v", name, ok)
+	}
+	if _, ok := n.SessionName(l.ID() + 1); ok {
+		t.Fatal("SessionName of no session found one")
+	}
+	attach := func(SessionState, Route, []Output) Route { return &route{} }
+	if n.Resume(l.ID(), secret, "intruder", "", attach) != nil {
+		t.Fatal("resumed with another account")
+	}
+	for _, account := range []string{"svc-account", ""} {
+		if n.Resume(l.ID(), secret, account, "", attach) == nil {
+			t.Fatalf("resume with account %q refused", account)
+		}
+	}
+}
+
 // The node stamps its limits on every acquire: an account's lock over its
 // cap is refused and counted, whatever front end asked, and a session is
 // charged to the account it was opened with.

@@ -315,6 +315,7 @@ func (t *Table) Len() int { return len(t.keys) }
 type SessionState struct {
 	ID         uint64
 	Name       string
+	Account    string // who its locks are charged to
 	SecretHash [SecretHashLen]byte
 	TTL        time.Duration
 	Applied    uint64
@@ -346,7 +347,7 @@ func (t *Table) sessionState(id uint64, now int64) (SessionState, bool) {
 	if s == nil {
 		return SessionState{}, false
 	}
-	st := SessionState{ID: id, Name: s.name.Value(), SecretHash: s.secret, TTL: time.Duration(s.ttl), Applied: s.applied}
+	st := SessionState{ID: id, Name: s.name.Value(), Account: s.account.Value(), SecretHash: s.secret, TTL: time.Duration(s.ttl), Applied: s.applied}
 	for h := s.heldHead; h != nil; h = h.snext {
 		st.Held = append(st.Held, HeldLock{Key: h.e.key, Token: h.token, Request: h.request, Mode: h.mode,
 			Count: h.count, Leased: h.leaseFor > 0, LeaseLeft: t.leaseLeft(h, now)})

@@ -10,7 +10,11 @@ import (
 // grant; the server ends the connection once the header timeout has
 // passed, as the '+' was acknowledged.
 func TestDeliveryHeldOpenPastTimeoutKeepsGrant(t *testing.T) {
-	s := startServer(t, ServerConfig{HeaderTimeout: 50 * time.Millisecond})
+	bothTransports(t, testDeliveryHeldOpenPastTimeoutKeepsGrant)
+}
+
+func testDeliveryHeldOpenPastTimeoutKeepsGrant(t *testing.T, start starter) {
+	s := start(t, ServerConfig{HeaderTimeout: 50 * time.Millisecond})
 	c := s.send(t, AppendRequest(nil, lockReq("k", "slow")))
 	if a := readAnswer(t, c); a != AnswerOK {
 		t.Fatalf("answered %q", a)
@@ -26,8 +30,10 @@ func TestDeliveryHeldOpenPastTimeoutKeepsGrant(t *testing.T) {
 
 // An unlock ends the holder's pending delivery at once: its connection is
 // closed without waiting for the client or the header timeout.
-func TestUnlockEndsPendingDelivery(t *testing.T) {
-	s := startServer(t, ServerConfig{HeaderTimeout: time.Hour})
+func TestUnlockEndsPendingDelivery(t *testing.T) { bothTransports(t, testUnlockEndsPendingDelivery) }
+
+func testUnlockEndsPendingDelivery(t *testing.T, start starter) {
+	s := start(t, ServerConfig{HeaderTimeout: time.Hour})
 	c := s.send(t, AppendRequest(nil, lockReq("k", "holder")))
 	if a := readAnswer(t, c); a != AnswerOK {
 		t.Fatalf("answered %q", a)
@@ -46,8 +52,10 @@ func TestUnlockEndsPendingDelivery(t *testing.T) {
 
 // Every delivery is settled once its clients have closed, whether or not
 // the keys were unlocked.
-func TestDeliveriesDrain(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+func TestDeliveriesDrain(t *testing.T) { bothTransports(t, testDeliveriesDrain) }
+
+func testDeliveriesDrain(t *testing.T, start starter) {
+	s := start(t, ServerConfig{})
 	for i := range 200 {
 		key := "d" + strconv.Itoa(i)
 		if a := s.do(t, lockReq(key, "")); a != AnswerOK {

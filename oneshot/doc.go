@@ -57,5 +57,18 @@
 // client's reset takes the socket error, and then answers for the grant
 // itself.)
 //
+// # TLS
+//
+// With ServerConfig.TLS the same bytes travel inside TLS. A connection
+// then goes to a worker at once: its handshake and its request must
+// arrive within the header timeout, and the accept loop does no TLS work.
+// What the server learns from the socket it reads under TLS: a parked
+// request is withdrawn when the client closes; after a grant's '+' the
+// server half-closes the TCP connection (sending no close_notify, which a
+// client that reads one byte would leave unread) and reads the socket's
+// TCP state as above. A client that reads its '+' and closes ends
+// cleanly, its close_notify included; one that closes with the '+' record
+// unread resets the connection, and the grant passes on.
+//
 // docs/protocol.md describes the same bytes for client authors.
 package oneshot

@@ -3,6 +3,7 @@ package oneshot
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -44,7 +45,22 @@ type testServer struct {
 	table *mutex.Node
 	srv   *Server
 	addr  string
+	tls   *tls.Config // the clients' config when the server speaks TLS
 }
+
+// clientConn is a test's connection to the server, with its socket: the
+// same connection without TLS, the one under it with.
+type clientConn struct {
+	net.Conn
+	tcp *net.TCPConn
+}
+
+// SetLinger sets the socket's linger: 0 makes Close send a reset.
+func (c *clientConn) SetLinger(sec int) error { return c.tcp.SetLinger(sec) }
+
+// CloseWrite ends the socket's write side, as a client that gives up on
+// its request does.
+func (c *clientConn) CloseWrite() error { return c.tcp.CloseWrite() }
 
 // newNode returns a node with an empty table and no journal.
 func newNode() *mutex.Node { return mutex.NewNode(mutex.NodeConfig{}) }
@@ -94,7 +110,7 @@ func serveTableOn(t *testing.T, table *mutex.Node, cfg ServerConfig, ln net.List
 }
 
 // park sends a lock request for key and waits until it is parked.
-func (s *testServer) park(t *testing.T, key, source string) *net.TCPConn {
+func (s *testServer) park(t *testing.T, key, source string) *clientConn {
 	t.Helper()
 	n := parkedOn(s.table, key)
 	c := s.send(t, AppendRequest(nil, lockReq(key, source)))
@@ -102,19 +118,33 @@ func (s *testServer) park(t *testing.T, key, source string) *net.TCPConn {
 	return c
 }
 
-// dial opens a connection to the server.
-func (s *testServer) dial(t *testing.T) *net.TCPConn {
+// dial opens a connection to the server, and does its TLS handshake when
+// the server speaks TLS.
+func (s *testServer) dial(t *testing.T) *clientConn {
 	t.Helper()
 	c, err := net.Dial("tcp", s.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
-	return c.(*net.TCPConn)
+	cc := &clientConn{Conn: c, tcp: c.(*net.TCPConn)}
+	if s.tls != nil {
+		cfg := s.tls.Clone()
+		cfg.ServerName = "127.0.0.1"
+		tc := tls.Client(c, cfg)
+		tc.SetDeadline(time.Now().Add(30 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			t.Fatal(err)
+		}
+		tc.SetDeadline(time.Time{})
+		cc.Conn = tc
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
 }
 
 // send opens a connection and writes the request bytes on it.
-func (s *testServer) send(t *testing.T, b []byte) *net.TCPConn {
+func (s *testServer) send(t *testing.T, b []byte) *clientConn {
 	t.Helper()
 	c := s.dial(t)
 	if _, err := c.Write(b); err != nil {

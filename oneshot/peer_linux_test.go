@@ -107,7 +107,11 @@ func TestListenOptions(t *testing.T) {
 // as the '+' arrives, never keeps the key: over many rounds the next waiter
 // always gets it.
 func TestGrantedWaiterClosingUnreadPassesOn(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	bothTransports(t, testGrantedWaiterClosingUnreadPassesOn)
+}
+
+func testGrantedWaiterClosingUnreadPassesOn(t *testing.T, start starter) {
+	s := start(t, ServerConfig{})
 	for i := range 200 {
 		key := "unread" + strconv.Itoa(i)
 		if a := s.do(t, lockReq(key, "holder")); a != AnswerOK {
@@ -115,10 +119,11 @@ func TestGrantedWaiterClosingUnreadPassesOn(t *testing.T) {
 		}
 		w := s.park(t, key, "w")
 		next := s.park(t, key, "next")
+		before := unread(t, w) // with TLS, what the handshake left
 		if a := s.do(t, Request{Action: ActionUnlock, Key: key}); a != AnswerOK {
 			t.Fatalf("unlock: %q", a)
 		}
-		waitUnread(t, w)
+		waitUnread(t, w, before)
 		w.Close() // with the '+' unread: a reset
 		if a := readAnswer(t, next); a != AnswerOK {
 			t.Fatalf("round %d: next waiter answered %q", i, a)
@@ -128,19 +133,25 @@ func TestGrantedWaiterClosingUnreadPassesOn(t *testing.T) {
 	}
 }
 
-// waitUnread waits until a byte has arrived on c, without reading it.
-func waitUnread(t *testing.T, c *net.TCPConn) {
+// waitUnread waits until more than before bytes have arrived on c's
+// socket, without reading them.
+func waitUnread(t *testing.T, c *clientConn, before int) {
 	t.Helper()
-	rc, err := c.SyscallConn()
+	eventually(t, "the '+' in the receive buffer", func() bool { return unread(t, c) > before })
+}
+
+// unread returns how many bytes have arrived on c's socket unread.
+func unread(t *testing.T, c *clientConn) int {
+	t.Helper()
+	rc, err := c.tcp.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b [1]byte
-	eventually(t, "the '+' in the receive buffer", func() bool {
-		n := 0
-		rc.Control(func(fd uintptr) {
-			n, _, _ = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		})
-		return n == 1
+	n := 0
+	rc.Control(func(fd uintptr) {
+		if n, err = unix.IoctlGetInt(int(fd), unix.SIOCINQ); err != nil {
+			t.Fatal(err)
+		}
 	})
+	return n
 }

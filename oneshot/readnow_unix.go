@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"syscall"
+
+	"github.com/locking-center/locking-center/internal/serve"
 )
 
 // readsNow tells that readNow can read a socket without waiting here.
@@ -38,9 +40,10 @@ func readNow(c net.Conn, b []byte) (int, error) {
 	return n, nil
 }
 
-// rawConn returns the descriptor access of a socket connection.
+// rawConn returns the descriptor access of a socket connection, under its
+// TLS if it has any.
 func rawConn(c net.Conn) (syscall.RawConn, bool) {
-	sc, ok := c.(syscall.Conn)
+	sc, ok := serve.Socket(c).(syscall.Conn)
 	if !ok {
 		return nil, false
 	}

@@ -2,6 +2,7 @@ package oneshot
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/locking-center/locking-center/internal/ratelimit"
 	"github.com/locking-center/locking-center/internal/serve"
+	"github.com/locking-center/locking-center/internal/tlsconf"
 	"github.com/locking-center/locking-center/mutex"
 )
 
@@ -62,6 +64,16 @@ type ServerConfig struct {
 	// Handoff takes the connections that begin with another protocol's
 	// first byte; nil answers them '-' as malformed.
 	Handoff *Handoff
+	// TLS, when set, makes the port speak TLS with this config: each
+	// connection's handshake and request must arrive within the header
+	// timeout, in a worker (never in the accept loop). Nil: plain TCP.
+	TLS *tls.Config
+	// SourceFromCert takes the source of every lock and try-lock from the
+	// client's verified certificate (tlsconf.PeerName), in place of the
+	// request's, and charges the lock to it (mutex.Command.Account). A
+	// connection without such a certificate is answered '-'. It needs
+	// TLS with client certificates required.
+	SourceFromCert bool
 	// Forward, for a node of a cluster (mutex.Node.Replicated), takes a v1
 	// connection that arrives while the node does not lead, with the bytes
 	// read so far, in a worker goroutine, and serves it elsewhere (the
@@ -100,6 +112,9 @@ func (c ServerConfig) Validate() error {
 	if c.HeaderTimeout < 0 {
 		return errors.New("oneshot: header timeout must not be negative")
 	}
+	if c.SourceFromCert && c.TLS == nil {
+		return errors.New("oneshot: the source from the certificate needs TLS")
+	}
 	if c.Handoff != nil && (c.Handoff.First >= byte(ActionLock) && c.Handoff.First <= byte(ActionTryLock) || c.Handoff.Serve == nil) {
 		return errors.New("oneshot: a handoff needs a first byte that is not a v1 action, and a Serve")
 	}
@@ -115,6 +130,7 @@ type Server struct {
 	deliveries *deliveries
 	handoff    *Handoff
 	forward    func(net.Conn, []byte) bool
+	fromCert   bool // ServerConfig.SourceFromCert
 	v1Allowed  func(net.IP) bool
 	rates      *ratelimit.Rates
 }
@@ -128,8 +144,13 @@ func NewServer(n *mutex.Node, cfg ServerConfig) (*Server, error) {
 		cfg.HeaderTimeout = DefaultHeaderTimeout
 	}
 	s := &Server{node: n, timeout: cfg.HeaderTimeout, log: serve.Discard(cfg.Logger), handoff: cfg.Handoff,
-		forward: cfg.Forward, v1Allowed: cfg.V1Allowed, rates: cfg.Rates}
+		forward: cfg.Forward, fromCert: cfg.SourceFromCert, v1Allowed: cfg.V1Allowed, rates: cfg.Rates}
 	s.srv = serve.NewServer(s.open, s.log)
+	if cfg.TLS != nil {
+		// A session's grants are written by the goroutine that granted
+		// them: they must never wait for a client that does not read.
+		s.srv.UseTLS(cfg.TLS, cfg.HeaderTimeout)
+	}
 	s.srv.Limit(cfg.Gate, false, s.refuseConn)
 	s.deliveries = newDeliveries(n, cfg.HeaderTimeout, s.srv.Finish, func(g grant) {
 		s.log.Debug("grant not received, passed on", slog.String(logRemote, g.remote))
@@ -168,8 +189,12 @@ func (s *Server) Close() error {
 //
 // A node of a cluster does no more than that read in the accept loop:
 // every command waits for a quorum, so every request goes to a worker,
-// which forwards it when the node does not lead.
+// which forwards it when the node does not lead. A TLS connection goes to
+// a worker at once, for its handshake.
 func (s *Server) open(c net.Conn) (work func() bool, keep bool) {
+	if tc, ok := c.(*tls.Conn); ok {
+		return func() bool { return s.handshake(tc) }, false
+	}
 	var buf [maxRequestLen + 1]byte
 	n, err := readNow(c, buf[:])
 	if err != nil {
@@ -195,7 +220,24 @@ func (s *Server) open(c net.Conn) (work func() bool, keep bool) {
 		return nil, false
 	}
 	got := string(buf[:n])
-	return func() bool { return s.handle(c, got) }, false
+	return func() bool { return s.handle(c, got, time.Now().Add(s.timeout)) }, false
+}
+
+// handshake serves, in a worker, a TLS connection: its handshake and its
+// request must arrive within one header timeout. It reports whether c
+// stays open.
+func (s *Server) handshake(c *tls.Conn) bool {
+	deadline := time.Now().Add(s.timeout)
+	c.SetDeadline(deadline)
+	if err := c.Handshake(); err != nil {
+		s.log.Debug("TLS handshake failed", slog.String(logRemote, c.RemoteAddr().String()), slog.Any(logError, err))
+		return false
+	}
+	c.SetWriteDeadline(time.Time{})
+	if s.node.Replicated() {
+		return s.replicated(c, nil)
+	}
+	return s.handle(c, "", deadline)
 }
 
 // replicated serves, in a worker, a connection of a node of a cluster: it
@@ -221,7 +263,7 @@ func (s *Server) replicated(c net.Conn, got []byte) bool {
 			return false
 		}
 	}
-	return s.handle(c, string(got))
+	return s.handle(c, string(got), time.Now().Add(s.timeout))
 }
 
 // grant is a v1 grant on its way to its client.
@@ -232,10 +274,10 @@ type grant struct {
 }
 
 // handle serves, in a worker, a connection whose request had not all
-// arrived at accept time; got holds the bytes that had. It reports whether
-// c stays open.
-func (s *Server) handle(c net.Conn, got string) bool {
-	c.SetReadDeadline(time.Now().Add(s.timeout))
+// arrived at accept time; got holds the bytes that had. The rest must
+// arrive by deadline. It reports whether c stays open.
+func (s *Server) handle(c net.Conn, got string, deadline time.Time) bool {
+	c.SetReadDeadline(deadline)
 	if got == "" && s.handoff != nil {
 		// Nothing had arrived at accept time (a listener without
 		// TCP_DEFER_ACCEPT): the first byte says which protocol.
@@ -275,6 +317,14 @@ func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool
 	if (s.v1Allowed != nil || s.rates != nil) && !s.admit(c) {
 		c.Write(answerFailedBytes)
 		return nil, false
+	}
+	if s.fromCert && (req.Action == ActionLock || req.Action == ActionTryLock) {
+		name, ok := tlsconf.PeerName(c)
+		if !ok {
+			c.Write(answerFailedBytes)
+			return nil, false
+		}
+		req.Source = name
 	}
 	switch req.Action {
 	case ActionLock:
@@ -408,8 +458,9 @@ func (s *Server) answerRelease(c net.Conn, p mutex.Pending) {
 }
 
 // acquire builds the table's command for req on c: the source defaults to
-// the peer IP, which is also the account charged for it. Its wait is bound
-// to the connection.
+// the peer IP, which is also the account charged for it, unless the
+// source is from the certificate (SourceFromCert): that is charged. Its
+// wait is bound to the connection.
 func (s *Server) acquire(c net.Conn, req Request) mutex.Command {
 	remote := c.RemoteAddr().String()
 	account := remote
@@ -419,6 +470,9 @@ func (s *Server) acquire(c net.Conn, req Request) mutex.Command {
 	source := req.Source
 	if source == "" {
 		source = account
+	}
+	if s.fromCert {
+		account = source
 	}
 	return mutex.Command{Op: mutex.OpAcquire, Key: req.Key, Source: source, Account: account, RemoteAddr: remote,
 		ConnBound: true}
@@ -578,11 +632,9 @@ func (s *Server) deliver(c net.Conn, g grant, p mutex.Pending) bool {
 // instead of staying with a client that believes it failed. It reports
 // whether c stays open.
 func (s *Server) await(c net.Conn, g grant) bool {
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
+	if !serve.CloseWrite(c) {
 		return false
 	}
-	tc.CloseWrite()
 	s.deliveries.add(c, g)
 	return true
 }
@@ -598,7 +650,7 @@ var parkedKeepAlive = net.KeepAliveConfig{Enable: true}
 // connection stays open for long, so Listen turns keep-alive off and the
 // system calls are spent on the connections that need them.
 func keepAlive(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
+	if tc, ok := serve.Socket(c).(*net.TCPConn); ok {
 		tc.SetKeepAliveConfig(parkedKeepAlive)
 	}
 }

@@ -10,8 +10,10 @@ import (
 	"time"
 )
 
-func TestLockUnlockTryLock(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+func TestLockUnlockTryLock(t *testing.T) { bothTransports(t, testLockUnlockTryLock) }
+
+func testLockUnlockTryLock(t *testing.T, start starter) {
+	s := start(t, ServerConfig{})
 	if a := s.do(t, lockReq("k", "")); a != AnswerOK {
 		t.Fatalf("lock = %q", a)
 	}
@@ -33,13 +35,15 @@ func TestLockUnlockTryLock(t *testing.T) {
 	}
 }
 
-func TestFIFOManyWaiters(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+func TestFIFOManyWaiters(t *testing.T) { bothTransports(t, testFIFOManyWaiters) }
+
+func testFIFOManyWaiters(t *testing.T, start starter) {
+	s := start(t, ServerConfig{})
 	const n = 50
 	if s.do(t, lockReq("fifo", "holder")) != AnswerOK {
 		t.Fatal("holder not granted")
 	}
-	conns := make([]*net.TCPConn, n)
+	conns := make([]*clientConn, n)
 	for i := range conns {
 		conns[i] = s.send(t, AppendRequest(nil, lockReq("fifo", "w"+strconv.Itoa(i))))
 		s.waitParked(t, "fifo", i+1)
@@ -58,19 +62,21 @@ func TestFIFOManyWaiters(t *testing.T) {
 	}
 }
 
-func TestWithdrawOnClose(t *testing.T) {
+func TestWithdrawOnClose(t *testing.T) { bothTransports(t, testWithdrawOnClose) }
+
+func testWithdrawOnClose(t *testing.T, start starter) {
 	for _, tc := range []struct {
 		name  string
-		leave func(t *testing.T, c *net.TCPConn)
+		leave func(t *testing.T, c *clientConn)
 	}{
-		{"close", func(t *testing.T, c *net.TCPConn) { c.Close() }},
-		{"reset", func(t *testing.T, c *net.TCPConn) {
+		{"close", func(t *testing.T, c *clientConn) { c.Close() }},
+		{"reset", func(t *testing.T, c *clientConn) {
 			c.SetLinger(0) // close sends RST
 			c.Close()
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startServer(t, ServerConfig{})
+			s := start(t, ServerConfig{})
 			s.do(t, lockReq("k", "holder"))
 			c := s.park(t, "k", "gone")
 			tc.leave(t, c)
@@ -102,8 +108,10 @@ func TestWithdrawWhenClientProcessKilled(t *testing.T) {
 
 // A waiter that leaves in the same instant as the unlock either is
 // withdrawn or gets a grant that is passed on: the key never stays with it.
-func TestWaiterLeavesAtUnlockRace(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+func TestWaiterLeavesAtUnlockRace(t *testing.T) { bothTransports(t, testWaiterLeavesAtUnlockRace) }
+
+func testWaiterLeavesAtUnlockRace(t *testing.T, start starter) {
+	s := start(t, ServerConfig{})
 	const rounds = 1000
 	var lastState string
 	defer func() {
@@ -141,7 +149,11 @@ func TestWaiterLeavesAtUnlockRace(t *testing.T) {
 }
 
 func TestUnlockOfFreeKeyStoresNoCredit(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	bothTransports(t, testUnlockOfFreeKeyStoresNoCredit)
+}
+
+func testUnlockOfFreeKeyStoresNoCredit(t *testing.T, start starter) {
+	s := start(t, ServerConfig{})
 	if s.do(t, Request{Action: ActionUnlock, Key: "k"}) != AnswerOK {
 		t.Fatal("unlock of a free key must answer +")
 	}
@@ -195,8 +207,10 @@ func TestResetKeyPassesToFirstWaiter(t *testing.T) {
 	}
 }
 
-func TestResetBySource(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+func TestResetBySource(t *testing.T) { bothTransports(t, testResetBySource) }
+
+func testResetBySource(t *testing.T, start starter) {
+	s := start(t, ServerConfig{})
 	s.do(t, lockReq("held-by-x", "x"))
 	s.do(t, lockReq("held-by-y", "y"))
 	s.do(t, lockReq("other", "y"))
@@ -242,7 +256,11 @@ func TestParkedRequestHasNoTimeout(t *testing.T) {
 }
 
 func TestHeaderTimeoutClosesIncompleteRequest(t *testing.T) {
-	s := startServer(t, ServerConfig{HeaderTimeout: 50 * time.Millisecond})
+	bothTransports(t, testHeaderTimeoutClosesIncompleteRequest)
+}
+
+func testHeaderTimeoutClosesIncompleteRequest(t *testing.T, start starter) {
+	s := start(t, ServerConfig{HeaderTimeout: 50 * time.Millisecond})
 	c := s.send(t, []byte{byte(ActionLock), 5, 'a', 'b'})
 	if !readClosed(t, c) {
 		t.Fatal("server kept a stalled request open")
@@ -252,8 +270,10 @@ func TestHeaderTimeoutClosesIncompleteRequest(t *testing.T) {
 	}
 }
 
-func TestMalformedRequests(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+func TestMalformedRequests(t *testing.T) { bothTransports(t, testMalformedRequests) }
+
+func testMalformedRequests(t *testing.T, start starter) {
+	s := start(t, ServerConfig{})
 	cases := map[string][]byte{
 		"key length 0":       {1, 0, 0},
 		"unknown action 0":   {0, 1, 'a'},
@@ -317,8 +337,10 @@ func TestBytesWhileParkedWithdraw(t *testing.T) {
 
 // A granted client that resets the connection instead of reading its '+'
 // never received the grant: the key passes on.
-func TestGrantNotReadIsPassedOn(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+func TestGrantNotReadIsPassedOn(t *testing.T) { bothTransports(t, testGrantNotReadIsPassedOn) }
+
+func testGrantNotReadIsPassedOn(t *testing.T, start starter) {
+	s := start(t, ServerConfig{})
 	s.do(t, lockReq("k", "holder"))
 	w := s.park(t, "k", "w")
 	next := s.park(t, "k", "next")
@@ -353,7 +375,11 @@ func TestCloseCutsParkedConnections(t *testing.T) {
 // fired, it was cancelled) never read the '+': the key must not stay with
 // it.
 func TestAbandonedImmediateGrantIsUndone(t *testing.T) {
-	s := startServer(t, ServerConfig{})
+	bothTransports(t, testAbandonedImmediateGrantIsUndone)
+}
+
+func testAbandonedImmediateGrantIsUndone(t *testing.T, start starter) {
+	s := start(t, ServerConfig{})
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := range 300 {
 		key := "abandoned" + strconv.Itoa(i)

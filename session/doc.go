@@ -13,7 +13,9 @@
 //
 // Writes never block the goroutine that makes them: a frame is written
 // with a non-blocking write, and what the socket does not take goes to a
-// goroutine that writes it under the header timeout. The answers to the
+// goroutine that writes it under the header timeout; over TLS the mutex
+// port's connection does the same under the TLS layer (see
+// serve.Server.UseTLS). The answers to the
 // frames of one read leave in one write. A frame that reports a change
 // (a grant, a release) leaves only once the change is durable.
 //

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locking-center/locking-center/internal/testcerts"
+	"github.com/locking-center/locking-center/internal/tlsconf"
 	"github.com/locking-center/locking-center/mutex"
 	"github.com/locking-center/locking-center/oneshot"
 	"go.uber.org/goleak"
@@ -51,6 +54,8 @@ type env struct {
 	session *Server
 	clock   *clock // nil: the node's own clock
 	stop    func() // closes the servers and the node; safe to call twice
+	ca      *testcerts.CA
+	tls     *tls.Config // the clients' TLS; nil without
 }
 
 type envOptions struct {
@@ -58,7 +63,10 @@ type envOptions struct {
 	clock   *clock
 	journal mutex.Journal
 	table   *mutex.Table // read back from a journal; nil: empty
-	limits  mutex.Limits
+	// tls serves the port over TLS with client certificates of a CA of
+	// the test (env.ca); clients present one named "client".
+	tls    bool
+	limits mutex.Limits
 }
 
 // start serves a new node until the test ends.
@@ -83,8 +91,20 @@ func startOn(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1, err := oneshot.NewServer(node, oneshot.ServerConfig{Logger: log,
-		Handoff: &oneshot.Handoff{First: Preface[0], Serve: ss.Serve}})
+	v1cfg := oneshot.ServerConfig{Logger: log, Handoff: &oneshot.Handoff{First: Preface[0], Serve: ss.Serve}}
+	var ca *testcerts.CA
+	if o.tls {
+		ca = testcerts.NewCA(t, "session test CA")
+		dir := t.TempDir()
+		files := ca.Server(t).Write(t, dir, "server")
+		st, err := tlsconf.Load(tlsconf.Config{CertFile: files.Cert, KeyFile: files.Key,
+			ClientCAFile: ca.Write(t, dir, "ca"), NamedClients: o.cfg.SourceFromCert})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v1cfg.TLS, v1cfg.SourceFromCert = st.Config(tlsconf.Require), o.cfg.SourceFromCert
+	}
+	v1, err := oneshot.NewServer(node, v1cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +123,39 @@ func startOn(t testing.TB, o envOptions) *env {
 			node.Close()
 		})
 	}
-	return &env{node: node, addr: ln.Addr().String(), session: ss, clock: o.clock, stop: stop}
+	e := &env{node: node, addr: ln.Addr().String(), session: ss, clock: o.clock, stop: stop, ca: ca}
+	if ca != nil {
+		e.tls = testcerts.ClientConfig(ca, ca.Client(t, "client"))
+		e.tls.ServerName = "localhost"
+	}
+	return e
+}
+
+// connect opens a connection to the port, over TLS when it speaks TLS.
+func (e *env) connect(t testing.TB) net.Conn {
+	t.Helper()
+	return e.connectWith(t, e.tls)
+}
+
+// connectWith opens a connection with the TLS config cfg; nil: plain TCP.
+func (e *env) connectWith(t testing.TB, cfg *tls.Config) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg != nil {
+		c = tls.Client(c, cfg)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// bothTransports runs f with o over plain TCP, then over TLS.
+func bothTransports(t *testing.T, o envOptions, f func(t *testing.T, o envOptions)) {
+	t.Run("tcp", func(t *testing.T) { f(t, o) })
+	o.tls = true
+	t.Run("tls", func(t *testing.T) { f(t, o) })
 }
 
 type tWriter struct{ t testing.TB }
@@ -126,11 +178,12 @@ type client struct {
 // dial connects and sends the preface.
 func (e *env) dial(t testing.TB) *client {
 	t.Helper()
-	c, err := net.Dial("tcp", e.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	return startClient(t, e.connect(t))
+}
+
+// startClient sends the preface on c.
+func startClient(t testing.TB, c net.Conn) *client {
+	t.Helper()
 	if _, err := c.Write([]byte(Preface)); err != nil {
 		t.Fatal(err)
 	}
@@ -254,11 +307,7 @@ func ttl(ms uint32) func(*frameBuilder)   { return func(fb *frameBuilder) { fb.u
 // v1 sends a v1 request and returns its connection.
 func (e *env) v1(t *testing.T, action oneshot.Action, key, source string) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", e.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := e.connect(t)
 	if _, err := c.Write(oneshot.AppendRequest(nil, oneshot.Request{Action: action, Key: key, Source: source})); err != nil {
 		t.Fatal(err)
 	}

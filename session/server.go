@@ -15,6 +15,7 @@ import (
 	"github.com/locking-center/locking-center/auth"
 	"github.com/locking-center/locking-center/internal/ratelimit"
 	"github.com/locking-center/locking-center/internal/serve"
+	"github.com/locking-center/locking-center/internal/tlsconf"
 	"github.com/locking-center/locking-center/mutex"
 )
 
@@ -54,6 +55,13 @@ type Config struct {
 	HeaderTimeout time.Duration
 	// ServerID is the identity WELCOME names.
 	ServerID string
+	// SourceFromCert names each session after its client's verified
+	// certificate (tlsconf.PeerName), in place of HELLO's name, and
+	// charges the session to that name (to the principal's, with
+	// Tokens); a RESUME must come with a certificate of the same name. A connection without such a
+	// certificate is sent GOODBYE bad_request. It needs connections of a
+	// TLS port that requires client certificates.
+	SourceFromCert bool
 	// Tokens, when set, turns authentication on: HELLO and RESUME must
 	// carry the token of a principal (docs/security.md), whose prefixes
 	// bound the keys it may acquire, describe and watch, and whose name is
@@ -367,17 +375,17 @@ type conn struct {
 	sess   *sess // set once HELLO or RESUME succeeded
 
 	wmu     sync.Mutex
-	now     nowWriter // writes without waiting
-	wbuf    []byte    // written by the drainer
-	wframes int       // frames in wbuf (one partly written counts whole)
-	writing int       // frames the drainer is writing now
-	drainer bool      // a drainer goroutine is writing
+	now     serve.NowWriter // writes without waiting
+	wbuf    []byte          // written by the drainer
+	wframes int             // frames in wbuf (one partly written counts whole)
+	writing int             // frames the drainer is writing now
+	drainer bool            // a drainer goroutine is writing
 	dead    bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
-	c.now.init(nc)
+	c.now.Init(nc)
 	return c
 }
 
@@ -402,7 +410,7 @@ func (c *conn) sendFrames(b []byte, frames int) {
 		c.wframes += frames
 		return
 	}
-	n, err := c.now.write(b)
+	n, err := c.now.Write(b)
 	if err != nil {
 		c.dead = true
 		c.nc.Close()
@@ -512,6 +520,9 @@ func (c *conn) hello(f *Frame) bool {
 	}
 	name, _ := f.Get(TagName)
 	source := string(name)
+	if c.s.cfg.SourceFromCert {
+		source, _ = tlsconf.PeerName(c.nc) // authenticate found it
+	}
 	if source == "" {
 		source = peerIP(c.nc)
 	}
@@ -543,10 +554,19 @@ func (c *conn) hello(f *Frame) bool {
 
 // authenticate checks the credential of f, a HELLO or RESUME, and returns
 // its principal and the account the session is charged to: the
-// principal's name, or without authentication the client's IP address. A
-// refusal has been answered with GOODBYE (unauthenticated, rate_limited).
+// principal's name; without authentication, with SourceFromCert, the
+// name of the client's certificate; else the client's IP address. A
+// refusal has been answered with GOODBYE (unauthenticated, rate_limited,
+// bad_request for a connection without a named certificate under
+// SourceFromCert).
 func (c *conn) authenticate(f *Frame) (*auth.Principal, string, bool) {
 	account := peerIP(c.nc)
+	if c.s.cfg.SourceFromCert {
+		var ok bool
+		if account, ok = c.certName(); !ok {
+			return nil, "", false
+		}
+	}
 	var p *auth.Principal
 	if c.s.cfg.Tokens != nil {
 		cred, _ := f.Get(TagCredential)
@@ -597,9 +617,24 @@ func (c *conn) resume(f *Frame) bool {
 			return false
 		}
 	}
+	if c.s.cfg.SourceFromCert && c.s.cfg.Tokens != nil {
+		// The session is charged to the principal, and named after the
+		// certificate it was opened with: a resume needs both.
+		name, _ := tlsconf.PeerName(c.nc)
+		if owner, found := c.s.node.SessionName(id); found && owner != name {
+			c.send(goodbye(CodeUnknownSession, "no such session, or a wrong secret"))
+			return false
+		}
+	}
+	// The node checks, with the secret, the account a client proved with
+	// a token or a certificate; an IP address proves nothing.
+	bound := ""
+	if c.s.cfg.Tokens != nil || c.s.cfg.SourceFromCert {
+		bound = account
+	}
 	var s *sess
 	var old *conn
-	live := c.s.node.Resume(id, sha256.Sum256(secret), c.remote, func(st mutex.SessionState, route mutex.Route, missed []mutex.Output) mutex.Route {
+	live := c.s.node.Resume(id, sha256.Sum256(secret), bound, c.remote, func(st mutex.SessionState, route mutex.Route, missed []mutex.Output) mutex.Route {
 		s, _ = route.(*sess)
 		if s == nil {
 			s = &sess{srv: c.s, id: id, name: st.Name}
@@ -653,6 +688,16 @@ func (c *conn) resume(f *Frame) bool {
 	}
 	s.Flush()
 	return true
+}
+
+// certName returns the name of the connection's client certificate, or
+// says GOODBYE and reports false when it has none.
+func (c *conn) certName() (string, bool) {
+	name, ok := tlsconf.PeerName(c.nc)
+	if !ok {
+		c.send(goodbye(CodeBadRequest, "the client certificate gives no name to use as the session's"))
+	}
+	return name, ok
 }
 
 // forbid refuses request id, for a key (or prefix) outside the

@@ -51,7 +51,11 @@ func TestHelloWelcome(t *testing.T) {
 }
 
 func TestAcquireReleaseTokens(t *testing.T) {
-	e := start(t, envOptions{})
+	bothTransports(t, envOptions{}, testAcquireReleaseTokens)
+}
+
+func testAcquireReleaseTokens(t *testing.T, o envOptions) {
+	e := start(t, o)
 	a := e.hello(t, "a")
 	b := e.hello(t, "b")
 	tok := a.granted(a.acquire("k"))
@@ -87,7 +91,11 @@ func TestAcquireReleaseTokens(t *testing.T) {
 // Many requests in one write are all answered, a parked acquire does not
 // hold the connection up, and its grant is pushed when it comes.
 func TestPipeliningAndPushedGrant(t *testing.T) {
-	e := start(t, envOptions{})
+	bothTransports(t, envOptions{}, testPipeliningAndPushedGrant)
+}
+
+func testPipeliningAndPushedGrant(t *testing.T, o envOptions) {
+	e := start(t, o)
 	holder := e.v1(t, oneshot.ActionLock, "hot", "v1")
 	if v1Answer(t, holder) != '+' {
 		t.Fatal("v1 lock")
@@ -123,7 +131,11 @@ func TestPipeliningAndPushedGrant(t *testing.T) {
 }
 
 func TestWaitDeadlineCancelDescribe(t *testing.T) {
-	e := start(t, envOptions{})
+	bothTransports(t, envOptions{}, testWaitDeadlineCancelDescribe)
+}
+
+func testWaitDeadlineCancelDescribe(t *testing.T, o envOptions) {
+	e := start(t, o)
 	a := e.hello(t, "a")
 	b := e.hello(t, "b")
 	tok := a.granted(a.acquire("k", lease(60_000)))
@@ -161,8 +173,10 @@ func TestWaitDeadlineCancelDescribe(t *testing.T) {
 }
 
 // CLOSE releases everything at once: the next waiter is granted.
-func TestCloseReleases(t *testing.T) {
-	e := start(t, envOptions{})
+func TestCloseReleases(t *testing.T) { bothTransports(t, envOptions{}, testCloseReleases) }
+
+func testCloseReleases(t *testing.T, o envOptions) {
+	e := start(t, o)
 	a := e.hello(t, "a")
 	a.granted(a.acquire("k", delay(60_000)))
 	w := e.v1(t, oneshot.ActionLock, "k", "w")
@@ -185,8 +199,10 @@ func TestCloseReleases(t *testing.T) {
 // A dropped connection keeps the session: a resume within the TTL finds
 // its locks and its place in the queue, and the grant made while it was
 // away; a wrong secret is refused.
-func TestResume(t *testing.T) {
-	e := start(t, envOptions{})
+func TestResume(t *testing.T) { bothTransports(t, envOptions{}, testResume) }
+
+func testResume(t *testing.T, o envOptions) {
+	e := start(t, o)
 	a := e.hello(t, "a")
 	tok := a.granted(a.acquire("held"))
 	v1 := e.v1(t, oneshot.ActionLock, "later", "v1")
@@ -449,7 +465,11 @@ func startChild(t *testing.T, args string) *exec.Cmd {
 // v1 locks and session acquires of one key wait in one queue and are
 // served in the order they came.
 func TestV1AndSessionsShareOneFIFO(t *testing.T) {
-	e := start(t, envOptions{})
+	bothTransports(t, envOptions{}, testV1AndSessionsShareOneFIFO)
+}
+
+func testV1AndSessionsShareOneFIFO(t *testing.T, o envOptions) {
+	e := start(t, o)
 	holder := e.v1(t, oneshot.ActionLock, "k", "first")
 	if v1Answer(t, holder) != '+' {
 		t.Fatal("v1 lock")

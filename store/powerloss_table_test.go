@@ -73,7 +73,7 @@ func (lt lockTable) openSession(name string, ttl time.Duration) (*mutex.Live, er
 // resume attaches to session id, read back from the log, as a RESUME does;
 // nil when there is no such session.
 func (lt lockTable) resume(id uint64) *mutex.Live {
-	return lt.n.Resume(id, secret, "", func(mutex.SessionState, mutex.Route, []mutex.Output) mutex.Route { return dropRoute{} })
+	return lt.n.Resume(id, secret, "", "", func(mutex.SessionState, mutex.Route, []mutex.Output) mutex.Route { return dropRoute{} })
 }
 
 // dropRoute is the route of the load's session: its client learns what

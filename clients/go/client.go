@@ -65,10 +65,20 @@
 //     its own.
 //
 // docs/protocol.md gives the bytes.
+//
+// # TLS
+//
+// WithTLS makes a Client and a Session speak TLS, presenting a client
+// certificate when the server asks for one:
+//
+//	cfg := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}
+//	c := lockingcenter.New("locks.internal:22119", lockingcenter.WithTLS(cfg))
+//	s, err := lockingcenter.NewSession(ctx, "locks.internal:22119", lockingcenter.WithTLS(cfg))
 package lockingcenter
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -128,6 +138,7 @@ type Client struct {
 	source         string
 	connectTimeout time.Duration
 	readTimeout    time.Duration
+	tls            *tls.Config
 }
 
 // Option configures a Client.
@@ -154,6 +165,16 @@ func WithConnectTimeout(d time.Duration) Option {
 func WithReadTimeout(d time.Duration) Option {
 	return func(c *Client) { c.readTimeout = d }
 }
+
+// WithTLS makes every connection speak TLS with cfg: each call of a
+// Client, and each connection of a session (the first and every resume).
+// The handshake is part of the connect and shares its timeout
+// (WithConnectTimeout). When cfg.ServerName is empty the host of the
+// address dialled is verified. For a server that requires client
+// certificates, give yours in cfg.Certificates; a server that refuses it
+// fails the first read, with an error that says so. Nil, the default, is
+// plain TCP. The client does not modify cfg.
+func WithTLS(cfg *tls.Config) Option { return func(c *Client) { c.tls = cfg } }
 
 // New returns a client of the mutex port at addr ("host:port").
 func New(addr string, opts ...Option) *Client {
@@ -250,8 +271,7 @@ func (c *Client) call(ctx context.Context, op, name string, action byte, key, so
 		}
 		return 0, fmt.Errorf("%s %q at %s: %w", op, name, c.addr, err)
 	}
-	d := net.Dialer{Timeout: c.connectTimeout}
-	conn, err := d.DialContext(ctx, "tcp", c.addr)
+	conn, err := c.connect(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -281,6 +301,16 @@ func (c *Client) call(ctx context.Context, op, name string, action byte, key, so
 		return fail(ErrFailed)
 	}
 	return fail(fmt.Errorf("%w %q", ErrProtocol, a[0]))
+}
+
+// connect dials the server, and shakes hands with WithTLS, within the
+// connect timeout.
+func (c *Client) connect(ctx context.Context) (net.Conn, error) {
+	d := &net.Dialer{Timeout: c.connectTimeout}
+	if c.tls == nil {
+		return d.DialContext(ctx, "tcp", c.addr)
+	}
+	return (&tls.Dialer{NetDialer: d, Config: c.tls}).DialContext(ctx, "tcp", c.addr)
 }
 
 // timedOut says so when err is the read timeout running out.

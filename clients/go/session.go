@@ -2,6 +2,7 @@ package lockingcenter
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,7 +16,9 @@ import (
 // SessionOption configures NewSession. The options of New apply too:
 // WithSource names the session (its source: shown by lc-cli keys -d,
 // matched by reset by source; empty lets the server use the client's IP
-// address), WithConnectTimeout bounds each connect, and WithReadTimeout
+// address), WithConnectTimeout bounds each connect, WithTLS makes each
+// connection speak TLS (over WithDialer's when both are given), and
+// WithReadTimeout
 // bounds how long the handshake (HELLO or RESUME), Lock.Release and
 // Session.Close wait for the server's answer (0: until it comes or the
 // session ends).
@@ -28,15 +31,16 @@ type sessionConfig struct {
 	readTimeout    time.Duration
 	token          string
 	dial           func(ctx context.Context, network, address string) (net.Conn, error)
+	tls            *tls.Config
 	clock          clock
 }
 
 // applySession lets WithSource, WithConnectTimeout and WithReadTimeout
 // configure a session.
 func (o Option) applySession(cfg *sessionConfig) {
-	c := Client{source: cfg.name, connectTimeout: cfg.connectTimeout, readTimeout: cfg.readTimeout}
+	c := Client{source: cfg.name, connectTimeout: cfg.connectTimeout, readTimeout: cfg.readTimeout, tls: cfg.tls}
 	o(&c)
-	cfg.name, cfg.connectTimeout, cfg.readTimeout = c.source, c.connectTimeout, c.readTimeout
+	cfg.name, cfg.connectTimeout, cfg.readTimeout, cfg.tls = c.source, c.connectTimeout, c.readTimeout, c.tls
 }
 
 type sessionOption func(*sessionConfig)
@@ -73,6 +77,34 @@ func (s *Session) credential(fields []field) []field {
 // net.Dialer, for every connection it opens (the first and each resume).
 func WithDialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) SessionOption {
 	return sessionOption(func(c *sessionConfig) { c.dial = dial })
+}
+
+// tlsDial returns dial followed by a TLS handshake with cfg, within the
+// same context; the host of the address verifies the server when
+// cfg.ServerName is empty.
+func tlsDial(dial func(ctx context.Context, network, address string) (net.Conn, error),
+	cfg *tls.Config) func(ctx context.Context, network, address string) (net.Conn, error) {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		nc, err := dial(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		c := cfg
+		if c.ServerName == "" {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				host = address
+			}
+			c = cfg.Clone()
+			c.ServerName = host
+		}
+		tc := tls.Client(nc, c)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, err
+		}
+		return tc, nil
+	}
 }
 
 // clock is where a session reads the time and sets the timers of its own
@@ -221,6 +253,9 @@ func NewSession(ctx context.Context, addr string, opts ...SessionOption) (*Sessi
 	if cfg.dial == nil {
 		var d net.Dialer
 		cfg.dial = d.DialContext
+	}
+	if cfg.tls != nil {
+		cfg.dial = tlsDial(cfg.dial, cfg.tls)
 	}
 	if cfg.clock == nil {
 		cfg.clock = systemClock{}

@@ -2,6 +2,7 @@ package lockingcenter_test
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"sync"
@@ -98,6 +99,7 @@ type lockServer struct {
 	node  *mutex.Node
 	clock *fakeClock // nil: the node's own
 	cfg   session.Config
+	tls   *tls.Config // the mutex port's; nil: plain TCP
 	addr  string
 
 	sessions *session.Server
@@ -108,6 +110,7 @@ type lockServer struct {
 type serverOptions struct {
 	clock *fakeClock
 	cfg   session.Config
+	tls   *tls.Config // the mutex port's; nil: plain TCP
 }
 
 func startServer(t *testing.T, o serverOptions) *lockServer {
@@ -118,7 +121,7 @@ func startServer(t *testing.T, o serverOptions) *lockServer {
 		now = o.clock.Now
 	}
 	o.cfg.Logger = slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv := &lockServer{t: t, node: mutex.NewNode(mutex.NodeConfig{Clock: now}), clock: o.clock, cfg: o.cfg}
+	srv := &lockServer{t: t, node: mutex.NewNode(mutex.NodeConfig{Clock: now}), clock: o.clock, cfg: o.cfg, tls: o.tls}
 	srv.serve("127.0.0.1:0")
 	t.Cleanup(func() {
 		srv.stop()
@@ -135,8 +138,8 @@ func (srv *lockServer) serve(addr string) {
 	if srv.sessions, err = session.NewServer(srv.node, srv.cfg); err != nil {
 		t.Fatal(err)
 	}
-	srv.v1, err = oneshot.NewServer(srv.node, oneshot.ServerConfig{Logger: srv.cfg.Logger,
-		Handoff: &oneshot.Handoff{First: session.Preface[0], Serve: srv.sessions.Serve}})
+	srv.v1, err = oneshot.NewServer(srv.node, oneshot.ServerConfig{Logger: srv.cfg.Logger, TLS: srv.tls,
+		SourceFromCert: srv.cfg.SourceFromCert, Handoff: &oneshot.Handoff{First: session.Preface[0], Serve: srv.sessions.Serve}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"net"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ type globalOptions struct {
 	ConnectTimeout time.Duration // bound on each TCP connect, positive
 	Timeout        time.Duration // bound on the answer of a request that does not wait for a key, positive
 	Token          string        // sent to a server with authentication on; empty: none
+	TLS            tlsOptions    // how to speak TLS to every port; off by default
 }
 
 // factory hands the commands what they share: the process's streams and
@@ -39,6 +41,8 @@ type factory struct {
 	// managerErr is why the management address could not be derived from
 	// the mutex address; only the commands that use it fail with it.
 	managerErr error
+	// tls is the client TLS of the global flags; nil: plain TCP.
+	tls *tls.Config
 }
 
 // mutexClient returns a client of the mutex port.
@@ -53,6 +57,7 @@ func (f *factory) clientOptions() []lockingcenter.Option {
 		lockingcenter.WithSource(f.global.Source),
 		lockingcenter.WithConnectTimeout(f.global.ConnectTimeout),
 		lockingcenter.WithReadTimeout(f.global.Timeout),
+		lockingcenter.WithTLS(f.tls),
 	}
 }
 
@@ -67,6 +72,7 @@ func (f *factory) managerClient() (*manager.Client, error) {
 		ConnectTimeout: f.global.ConnectTimeout,
 		ReadTimeout:    f.global.Timeout,
 		Token:          f.global.Token,
+		TLS:            f.tls,
 	}, nil
 }
 
@@ -82,6 +88,10 @@ var envSettings = []envSetting{
 	{"connect-timeout", "LC_CONNECT_TIMEOUT"},
 	{"timeout", "LC_TIMEOUT"},
 	{"token", "LC_TOKEN"},
+	{"tls", "LC_TLS"},
+	{"ca", "LC_CA_FILE"},
+	{"cert", "LC_CERT_FILE"},
+	{"key", "LC_KEY_FILE"},
 }
 
 func newRootCommand(sys system) *cobra.Command {
@@ -118,6 +128,10 @@ the command, or lc-cli while waiting, ended by signal N.`,
 	fs.StringVar(&f.global.Source, "source", defaultSource(sys.Hostname), "owner name sent with lock and trylock, at most 127 bytes; reset -s matches it [$LC_SOURCE]")
 	fs.DurationVar(&f.global.ConnectTimeout, "connect-timeout", defaultConnectTimeout, "bound on each TCP connect; a server that does not accept in time is a failure [$LC_CONNECT_TIMEOUT]")
 	fs.StringVar(&f.global.Token, "token", "", "token for a server with authentication on: sent by lock -- (the session) and the management commands; prefer LC_TOKEN, as arguments show in ps [$LC_TOKEN]")
+	fs.BoolVar(&f.global.TLS.On, "tls", false, "speak TLS to every port, verifying the server against the system's roots unless --ca is given [$LC_TLS]")
+	fs.StringVar(&f.global.TLS.CAFile, "ca", "", "PEM CA certificates the server's certificate must chain to; implies --tls [$LC_CA_FILE]")
+	fs.StringVar(&f.global.TLS.CertFile, "cert", "", "PEM client certificate, for a server that requires one (with --key); implies --tls [$LC_CERT_FILE]")
+	fs.StringVar(&f.global.TLS.KeyFile, "key", "", "PEM private key of --cert [$LC_KEY_FILE]")
 	fs.DurationVar(&f.global.Timeout, "timeout", defaultTimeout, "bound on the answer to every request that does not wait for a key (all but lock and the wait of wait); a server that does not answer in time is a failure [$LC_TIMEOUT]")
 
 	root.AddCommand(
@@ -172,6 +186,10 @@ func (f *factory) resolve(fs *pflag.FlagSet) error {
 	}
 	if f.global.Timeout <= 0 {
 		return usagef("timeout %v: want a positive duration such as 10s", f.global.Timeout)
+	}
+	var err error
+	if f.tls, err = f.global.TLS.config(); err != nil {
+		return err
 	}
 	f.managerErr = nil
 	if fs.Changed("address") && !fs.Changed("manager-address") {

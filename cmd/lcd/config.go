@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/locking-center/locking-center/cluster"
+	"github.com/locking-center/locking-center/internal/tlsconf"
 	"github.com/spf13/pflag"
 )
 
@@ -44,6 +46,11 @@ type Config struct {
 	// Cluster makes this process a node of a raft cluster (NODE_ID and the
 	// RAFT_ settings); nil: a single node, as without them.
 	Cluster *cluster.Config
+	// TLS puts every port under TLS (TLS_CERT_FILE, TLS_KEY_FILE), with
+	// client certificates when it names client CAs (TLS_CLIENT_CA_FILE)
+	// and sources taken from them with TLS_SOURCE_FROM_CERT; nil: plain
+	// TCP everywhere.
+	TLS *tlsconf.Config
 	// Security is authentication and the limits (docs/security.md).
 	Security securityConfig
 }
@@ -64,11 +71,12 @@ type options struct {
 	nodeID, raftAddr, raftAdvertise      string
 	raftDir, raftPeers, raftDial         string
 	advertise, electionTimeout           string
+	tls                                  tlsOptions
 	sec                                  securityOptions
 }
 
 func (o *options) settings() []setting {
-	return append(o.baseSettings(), o.sec.settings()...)
+	return slices.Concat(o.baseSettings(), o.sec.settings(), o.tls.settings())
 }
 
 func (o *options) baseSettings() []setting {
@@ -162,6 +170,9 @@ func (o *options) config(fs *pflag.FlagSet, environ []string) (Config, error) {
 		return Config{}, fmt.Errorf("log-format %q: want text or json", cfg.LogFormat)
 	}
 	if cfg.Cluster, err = o.clusterConfig(cfg); err != nil {
+		return Config{}, err
+	}
+	if cfg.TLS, err = o.tls.config(cfg.Cluster != nil); err != nil {
 		return Config{}, err
 	}
 	if cfg.Security, err = o.sec.config(); err != nil {

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -30,7 +34,10 @@ type healthOptions struct {
 // Without --url the endpoint is found as the server finds it: the
 // METRICS_ADDRESS variable, else BIND_ADDRESS's port+2, else
 // 127.0.0.1:22121. An unspecified host (":22121", "0.0.0.0", "::") is
-// probed on loopback.
+// probed on loopback. With TLS_CERT_FILE set the probe speaks HTTPS and
+// accepts the server whose certificate is the one in that file (so a
+// certificate replaced on disk but not yet reloaded with SIGHUP fails the
+// probe); without it, an https URL is verified against the system's roots.
 func newHealthCommand(ctx context.Context, environ []string) *cobra.Command {
 	var opts healthOptions
 	cmd := &cobra.Command{
@@ -38,7 +45,8 @@ func newHealthCommand(ctx context.Context, environ []string) *cobra.Command {
 		Short: "Probe the metrics endpoint of a running lcd; exit 0 when it answers 200",
 		Long: "health sends one GET to the metrics endpoint and exits 0 on 200 OK, 1 otherwise.\n\n" +
 			"Without --url the address comes from METRICS_ADDRESS, else BIND_ADDRESS's port+2,\n" +
-			"else 127.0.0.1:22121; an unspecified host is probed on loopback.",
+			"else 127.0.0.1:22121; an unspecified host is probed on loopback.\n" +
+			"With TLS_CERT_FILE set it speaks HTTPS and expects the certificate of that file.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.timeout <= 0 {
@@ -51,7 +59,11 @@ func newHealthCommand(ctx context.Context, environ []string) *cobra.Command {
 					return &exitError{code: exitUsage, err: fmt.Errorf("health: %w", err)}
 				}
 			}
-			if err := probe(ctx, url, opts.timeout); err != nil {
+			pin, err := pinnedTLS(environ)
+			if err != nil {
+				return &exitError{code: exitUsage, err: fmt.Errorf("health: %w", err)}
+			}
+			if err := probe(ctx, url, opts.timeout, pin); err != nil {
 				return &exitError{code: exitRuntime, err: fmt.Errorf("health: %w", err)}
 			}
 			return nil
@@ -67,7 +79,7 @@ func newHealthCommand(ctx context.Context, environ []string) *cobra.Command {
 // server derives its metrics address. Errors: an address that does not
 // parse, or a port of 0, which names no endpoint that could be probed.
 func healthURL(environ []string) (string, error) {
-	bind, metrics := defaultBindAddress, ""
+	bind, metrics, scheme := defaultBindAddress, "", "http"
 	for _, kv := range environ {
 		k, v, _ := strings.Cut(kv, "=")
 		switch k {
@@ -75,6 +87,10 @@ func healthURL(environ []string) (string, error) {
 			bind = v
 		case "METRICS_ADDRESS":
 			metrics = v
+		case "TLS_CERT_FILE":
+			if v != "" {
+				scheme = "https"
+			}
 		}
 	}
 	_, addr, _, err := sideAddresses(bind, "", metrics, "", true) // the HTTP API does not matter here
@@ -94,20 +110,61 @@ func healthURL(environ []string) (string, error) {
 	case "::":
 		host = "::1"
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/metrics", nil
+	return scheme + "://" + net.JoinHostPort(host, port) + "/metrics", nil
+}
+
+// pinnedTLS returns the TLS config of a probe of the server whose
+// certificate is the first of the environment's TLS_CERT_FILE, whatever
+// names it carries: the probe reaches the server on loopback, and asks
+// whether it serves the certificate on disk. Nil when TLS_CERT_FILE is not
+// set. Errors: a file that cannot be read or holds no certificate.
+func pinnedTLS(environ []string) (*tls.Config, error) {
+	path := ""
+	for _, kv := range environ {
+		if k, v, _ := strings.Cut(kv, "="); k == "TLS_CERT_FILE" {
+			path = v
+		}
+	}
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("TLS_CERT_FILE: %w", err)
+	}
+	var want []byte
+	for want == nil {
+		var block *pem.Block
+		if block, b = pem.Decode(b); block == nil {
+			return nil, fmt.Errorf("TLS_CERT_FILE %s: no certificate in the file", path)
+		}
+		if block.Type == "CERTIFICATE" {
+			want = block.Bytes
+		}
+	}
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // VerifyConnection checks the certificate itself
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 || !bytes.Equal(cs.PeerCertificates[0].Raw, want) {
+				return fmt.Errorf("the server's certificate is not the one in %s (replaced without a SIGHUP?)", path)
+			}
+			return nil
+		},
+	}, nil
 }
 
 // probe GETs url once, bounded by timeout, and reports anything but
 // 200 OK as an error. Proxy variables are ignored: a probe goes straight
-// to the server.
-func probe(ctx context.Context, url string, timeout time.Duration) error {
+// to the server. tlsCfg is the TLS of an https url; nil: the defaults.
+func probe(ctx context.Context, url string, timeout time.Duration, tlsCfg *tls.Config) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return fmt.Errorf("url %q: %w", url, err)
 	}
-	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true, TLSClientConfig: tlsCfg}}
 	resp, err := client.Do(req)
 	if err != nil {
 		return err

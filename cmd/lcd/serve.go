@@ -18,6 +18,7 @@ import (
 	"github.com/locking-center/locking-center/cluster"
 	"github.com/locking-center/locking-center/httpapi"
 	netserve "github.com/locking-center/locking-center/internal/serve"
+	"github.com/locking-center/locking-center/internal/tlsconf"
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/metrics"
 	"github.com/locking-center/locking-center/mutex"
@@ -39,6 +40,10 @@ import (
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	sec, err := newSecurity(cfg.Security)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	tr, err := newTransport(cfg.TLS)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
@@ -94,7 +99,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	sessionSrv, err = session.NewServer(node, session.Config{
 		TTL: cfg.SessionTTL, MinTTL: cfg.SessionTTLMin, MaxTTL: cfg.SessionTTLMax, LockDelay: cfg.LockDelay,
 		HeaderTimeout: cfg.HeaderTimeout, ServerID: serverID(), Logger: log,
-		Tokens: sec.tokens(), Rates: sec.rates,
+		Tokens: sec.tokens(), Rates: sec.rates, SourceFromCert: tr.fromCert,
 	})
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
@@ -104,6 +109,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Handoff: &oneshot.Handoff{First: session.Preface[0], Serve: sessionSrv.Serve,
 			OverLimit: session.OverLimitGoodbye()},
 		V1Allowed: sec.v1Allowed, Rates: sec.rates, Gate: sec.gate,
+		TLS: tr.port(tlsconf.Require), SourceFromCert: tr.fromCert,
 	}
 	if cl != nil {
 		oneshotCfg.Forward = cl.Forward
@@ -113,7 +119,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return &exitError{code: exitUsage, err: err}
 	}
 	managerSrv := manager.NewServer(node, manager.Config{Timeout: cfg.HeaderTimeout, Logger: log,
-		Tokens: sec.tokens(), Gate: sec.gate})
+		Tokens: sec.tokens(), Gate: sec.gate, TLS: tr.port(tlsconf.Require)})
 	scrapes := newScrapeWatch()
 	promHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelError),
@@ -124,7 +130,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	mux.Handle("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }))
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: metricsIdleTimeout}
 
-	attrs := []any{slog.String("version", version)}
+	attrs := []any{slog.String("version", version), slog.Bool("tls", tr.store != nil)}
 	if cl != nil {
 		mux.Handle("/cluster", clusterStatus(cl))
 		if err := cl.Start(node); err != nil {
@@ -162,12 +168,15 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		slog.String("metrics", lns[2].Addr().String()),
 		slog.String("http", httpAddr))...)
 
-	lns[2] = netserve.LimitListener(lns[2], sec.gate, true, func(net.Conn) { node.Refused(mutex.RefusedConnections) })
+	lns[2] = tr.listener(netserve.LimitListener(lns[2], sec.gate, true, func(net.Conn) { node.Refused(mutex.RefusedConnections) }),
+		tlsconf.VerifyIfGiven)
 	if api != nil {
-		lns[3] = netserve.LimitListener(lns[3], sec.gate, false, func(c net.Conn) {
+		lns[3] = tr.listener(netserve.LimitListener(lns[3], sec.gate, false, func(c net.Conn) {
 			node.Refused(mutex.RefusedConnections)
-			refuseHTTP(c)
-		})
+			if tr.store == nil { // under TLS a 503 in the clear would be noise to the client
+				refuseHTTP(c)
+			}
+		}), tlsconf.Require, "http/1.1")
 	}
 	reloads := make(chan os.Signal, 1)
 	signal.Notify(reloads, syscall.SIGHUP)
@@ -178,6 +187,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			select {
 			case <-reloads:
 				sec.reload(log)
+				tr.reload(log)
 			case <-gctx.Done():
 				return nil
 			}

@@ -58,6 +58,7 @@ func TestSystemdUnit(t *testing.T) {
 		"DynamicUser":             "yes",
 		"StateDirectory":          "locking-center",
 		"KillSignal":              "SIGTERM",
+		"ExecReload":              "/bin/kill -HUP $MAINPID",
 		"NoNewPrivileges":         "yes",
 		"ProtectSystem":           "strict",
 		"ProtectHome":             "yes",

@@ -66,7 +66,8 @@ func (g *Gate) Open() int {
 // Limit makes s take a slot of g for every connection it accepts, as an
 // operator's port or a client port; a connection that finds none is given
 // to refuse (which may write a short refusal without waiting, and must not
-// block), then closed. Call it before Serve.
+// block; on a port under TLS its writes go nowhere), then closed. Call it
+// before Serve.
 func (s *Server) Limit(g *Gate, operator bool, refuse func(net.Conn)) {
 	s.gate, s.operator, s.refuse = g, operator, refuse
 }

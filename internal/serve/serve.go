@@ -5,6 +5,7 @@ package serve
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -223,6 +224,8 @@ type Server struct {
 	log   *slog.Logger
 	group Group
 	conns Conns
+	tls   *tls.Config   // see UseTLS
+	queue time.Duration // see UseTLS
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -265,16 +268,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return Accept(ln, &s.group, s.log, s.openConn)
 }
 
-// openConn tracks c, opens it, and returns the work left, which closes c
-// unless it keeps it open.
+// openConn wraps c (see UseTLS), tracks it, opens it, and returns the
+// work left, which closes c unless it keeps it open.
 func (s *Server) openConn(c net.Conn) func() {
 	if !s.gate.Take(s.operator) {
 		if s.refuse != nil {
-			s.refuse(c)
+			s.refuse(s.refusable(c))
 		}
 		c.Close()
 		return nil
 	}
+	c = s.wrap(c)
 	if !s.conns.Add(c) {
 		s.gate.Release(s.operator)
 		c.Close()

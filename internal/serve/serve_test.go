@@ -149,16 +149,7 @@ func TestServerKeepAndFinish(t *testing.T) {
 		}
 		return func() bool { return false }, false // done in a worker, closed
 	}, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(context.Background(), ln) }()
-	defer func() {
-		s.Close()
-		<-done
-	}()
+	ln := serveLoopback(t, s)
 	closed := func(c net.Conn) bool {
 		c.SetReadDeadline(time.Now().Add(30 * time.Second))
 		_, err := c.Read(make([]byte, 1))
@@ -190,4 +181,21 @@ func TestServerKeepAndFinish(t *testing.T) {
 	if !closed(c) {
 		t.Fatal("Finish did not close the kept connection")
 	}
+}
+
+// serveLoopback serves s on a 127.0.0.1 port until the test ends, and
+// returns the listener.
+func serveLoopback(t *testing.T, s *Server) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(context.Background(), ln) }()
+	t.Cleanup(func() {
+		s.Close()
+		<-done
+	})
+	return ln
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package session
+package serve
 
 import (
 	"errors"
@@ -8,12 +8,12 @@ import (
 	"syscall"
 )
 
-// nowWriter writes to a connection's socket without waiting. It is made
-// once per connection, so that a write allocates nothing; it is used
-// under its conn's wmu.
-type nowWriter struct {
+// NowWriter writes to a connection's socket without waiting. Made once
+// per connection (Init), a write allocates nothing. It is not safe for
+// concurrent use: its caller serialises writes.
+type NowWriter struct {
 	c       net.Conn
-	rc      syscall.RawConn // nil: c has no descriptor, or it could not be had
+	rc      syscall.RawConn // nil: c has no descriptor (a *tls.Conn, a net.Pipe)
 	rcErr   error
 	fn      func(fd uintptr) bool // w.writeFD, bound once
 	b       []byte                // being written
@@ -21,7 +21,8 @@ type nowWriter struct {
 	err     error
 }
 
-func (w *nowWriter) init(c net.Conn) {
+// Init sets w to write to c.
+func (w *NowWriter) Init(c net.Conn) {
 	w.c = c
 	if sc, ok := c.(syscall.Conn); ok {
 		w.rc, w.rcErr = sc.SyscallConn()
@@ -29,11 +30,11 @@ func (w *nowWriter) init(c net.Conn) {
 	}
 }
 
-// write writes as much of b as the socket takes without waiting, and
-// returns how much that was. A connection without a descriptor is written
-// with Write, which may wait. Errors: the write's, other than a full
-// socket.
-func (w *nowWriter) write(b []byte) (int, error) {
+// Write writes as much of b as the socket takes without waiting, and
+// returns how much that was. A connection without a descriptor (a
+// *tls.Conn, a net.Pipe) is written with its Write, which may wait.
+// Errors: the write's, other than a full socket.
+func (w *NowWriter) Write(b []byte) (int, error) {
 	if w.rcErr != nil {
 		return 0, w.rcErr
 	}
@@ -52,7 +53,7 @@ func (w *nowWriter) write(b []byte) (int, error) {
 
 // writeFD is the body of the descriptor's write: it returns true at once,
 // whatever happened, so that the poller never waits.
-func (w *nowWriter) writeFD(fd uintptr) bool {
+func (w *NowWriter) writeFD(fd uintptr) bool {
 	for w.written < len(w.b) {
 		n, err := syscall.Write(int(fd), w.b[w.written:])
 		if n > 0 {

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"os"
+)
+
+// tlsOptions are the global TLS flags.
+type tlsOptions struct {
+	On       bool   // --tls: TLS with the system's roots when no CA file is given
+	CAFile   string // PEM CA certificates the server's certificate must chain to; set, TLS is on
+	CertFile string // PEM client certificate (then intermediates); set, TLS is on
+	KeyFile  string // PEM key of CertFile
+}
+
+// config returns the client TLS of the flags, or nil when they turn TLS
+// off. The server is verified against CAFile, else the system's roots, by
+// the host of the address dialled. Errors (usage): a file that cannot be
+// read or holds no certificate, a certificate without its key or a key
+// without its certificate, a key that does not match.
+func (o tlsOptions) config() (*tls.Config, error) {
+	if !o.On && o.CAFile == "" && o.CertFile == "" && o.KeyFile == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.CAFile != "" {
+		b, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, usagef("--ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			return nil, usagef("--ca %s: no PEM certificate in the file", o.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	switch {
+	case o.CertFile != "" && o.KeyFile != "":
+		cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
+		if err != nil {
+			return nil, usagef("--cert %s and --key %s: %v", o.CertFile, o.KeyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	case o.CertFile != "" || o.KeyFile != "":
+		return nil, usagef("--cert and --key go together: give both, or neither")
+	}
+	return cfg, nil
+}
