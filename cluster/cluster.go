@@ -31,6 +31,7 @@ const (
 	logLeader    = "leader"
 	logTerm      = "term"
 	logDir       = "dir"
+	logMember    = "member"
 )
 
 // Files in Config.Dir.
@@ -74,7 +75,8 @@ type Cluster struct {
 
 	ready     atomic.Bool // the leader's restart applied in this term
 	quit      chan struct{}
-	done      chan struct{} // the leadership loop ended
+	done      chan struct{}  // the leadership loop ended
+	wg        sync.WaitGroup // the other goroutines of Start
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -125,11 +127,6 @@ func (c *Cluster) Start(n *mutex.Node) error {
 		c.store.Close()
 		return fmt.Errorf("cluster: snapshots in %s: %w", c.cfg.Dir, err)
 	}
-	advertise, err := resolveTCP(c.cfg.RaftAdvertise)
-	if err != nil {
-		c.store.Close()
-		return err
-	}
 	ln := c.cfg.RaftListener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", c.cfg.RaftBind); err != nil {
@@ -139,7 +136,7 @@ func (c *Cluster) Start(n *mutex.Node) error {
 	}
 	c.raftAddr = ln.Addr()
 	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: &tcpStream{Listener: ln, advertise: advertise, dial: c.dialAddress},
+		Stream: newTCPStream(ln, advertised(c.cfg.RaftAdvertise), c.dialAddress, c.serveControl),
 		Logger: hl.Named("transport"), MaxPool: transportPool, Timeout: transportTimeout})
 	rc := c.raftConfig(hl)
 	existing, err := raft.HasExistingState(c.store, c.store, snaps)
@@ -173,6 +170,8 @@ func (c *Cluster) Start(n *mutex.Node) error {
 		c.log.Info("bootstrapped a new cluster", slog.Int("peers", len(servers)))
 	}
 	go c.watchLeadership()
+	c.wg.Add(1)
+	go c.keepAddress()
 	return nil
 }
 
@@ -223,6 +222,7 @@ func (c *Cluster) Close() error {
 		}
 		err := c.raft.Shutdown().Error()
 		<-c.done
+		c.wg.Wait()
 		c.closeErr = errors.Join(err, c.release())
 	})
 	return c.closeErr
@@ -343,8 +343,11 @@ func (c *Cluster) Leader() string {
 		return ""
 	}
 	_, id := c.raft.LeaderWithID()
-	if id == "" {
+	switch string(id) {
+	case "":
 		return ""
+	case c.cfg.NodeID:
+		return c.cfg.ClientAddress // the log may still record an address of an earlier run
 	}
 	p, _ := c.fsm.member(string(id))
 	return p.ClientAddress
@@ -459,7 +462,10 @@ type Status struct {
 	LastIndex    uint64 `json:"last_index"`
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
-	Members      []Peer `json:"members"`
+	// Members are the servers of the configuration, with the addresses
+	// the log records (this node's own as it is configured); none of them
+	// is asked.
+	Members []Member `json:"members"`
 	// Digest is the SHA-256 of the table's snapshot records at
 	// AppliedIndex, when asked for: two nodes at one applied index with
 	// one digest hold the same table.
@@ -473,7 +479,7 @@ func (c *Cluster) Status(digest bool) Status {
 	_, id := c.raft.LeaderWithID()
 	st := Status{ID: c.cfg.NodeID, State: c.raft.State().String(), Ready: c.ready.Load(), Leader: c.Leader(),
 		LeaderID: string(id), Term: c.raft.CurrentTerm(), LastIndex: c.raft.LastIndex(),
-		CommitIndex: c.raft.CommitIndex(), Members: c.fsm.memberList(true)}
+		CommitIndex: c.raft.CommitIndex(), Members: c.knownMembers()}
 	if !digest {
 		st.AppliedIndex = c.fsm.applied.Load()
 		st.Keys = c.node.Len()
@@ -486,6 +492,25 @@ func (c *Cluster) Status(digest bool) Status {
 	st.Keys = t.Len()
 	st.Digest = TableDigest(t)
 	return st
+}
+
+// knownMembers returns the servers of the configuration with the
+// addresses the log records, without asking them.
+func (c *Cluster) knownMembers() []Member {
+	servers, _ := c.configuration()
+	leader := c.leaderID()
+	out := make([]Member, 0, len(servers))
+	for _, s := range servers {
+		rec, _ := c.fsm.member(string(s.ID))
+		m := Member{ID: string(s.ID), RaftAddress: string(s.Address), ClientAddress: rec.ClientAddress,
+			Voter: s.Suffrage == raft.Voter, Leader: string(s.ID) == leader, LastContact: -1}
+		if m.ID == c.cfg.NodeID {
+			m.fill(c.nodeStatus())
+		}
+		out = append(out, m)
+	}
+	sortMembers(out)
+	return out
 }
 
 // TableDigest returns the hex SHA-256 of t's snapshot records.

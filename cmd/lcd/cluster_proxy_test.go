@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -178,6 +179,16 @@ func (lc *lcdCluster) start(i int) {
 	p.cmd = exec.Command(lcdBinary)
 	p.cmd.Env = append(os.Environ(), n.env...)
 	p.cmd.Stderr = p.log
+	if dir := os.Getenv("LC_CLUSTER_LOGS"); dir != "" {
+		// Every run of every node, appended to dir/<id>.log, for a soak's
+		// post-mortem.
+		f, err := os.OpenFile(filepath.Join(dir, n.id+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		p.cmd.Stderr = io.MultiWriter(p.log, f)
+	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -287,6 +298,33 @@ func (lc *lcdCluster) converged(alive []int, d time.Duration) (string, error) {
 		time.Sleep(pollEvery)
 	}
 	return "", fmt.Errorf("nodes did not converge: %+v", last)
+}
+
+// awaitRecorded waits until every node of alive lists node i at its
+// current mutex port, for at most d.
+func (lc *lcdCluster) awaitRecorded(i int, alive []int, d time.Duration) error {
+	want := lc.nodes[i].addrs.Mutex
+	deadline := time.Now().Add(d)
+	var views []string
+	for time.Now().Before(deadline) {
+		views = views[:0]
+		for _, j := range alive {
+			st, _ := lc.status(j, false)
+			for _, m := range st.Members {
+				if m.ID == lc.nodes[i].id {
+					views = append(views, fmt.Sprintf("%s: %s", lc.nodes[j].id, m.ClientAddress))
+					if m.ClientAddress != want {
+						views[len(views)-1] += " (stale)"
+					}
+				}
+			}
+		}
+		if len(views) == len(alive) && !strings.Contains(strings.Join(views, ""), "stale") {
+			return nil
+		}
+		time.Sleep(pollEvery)
+	}
+	return fmt.Errorf("%s came back at %s; the nodes list it at %v", lc.nodes[i].id, want, views)
 }
 
 // mutexAddrs returns the mutex addresses of the nodes of alive.

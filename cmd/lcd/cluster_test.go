@@ -230,7 +230,7 @@ func (l *load) holderOf(key, src string) (uint64, error) {
 func (l *load) sessionWorker(n int, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, uint64(n)))
 	name := fmt.Sprintf("session-%d", n)
-	sc := &sessClient{name: name, addrs: l.lc.mutexAddrs([]int{0, 1, 2}), at: n % 3}
+	sc := &sessClient{name: name, nodes: func() []string { return l.lc.mutexAddrs(l.alive()) }, at: n % 3}
 	defer sc.close()
 	for !l.stopped() {
 		key := l.keys[r.IntN(len(l.keys))]
@@ -440,9 +440,18 @@ func TestClusterLeaderKilled(t *testing.T) {
 		mu.Lock()
 		alive = all(3)
 		mu.Unlock()
+		// It came back on a new mutex port: every node must know it there,
+		// before it may lead and be named.
+		if err := lc.awaitRecorded(lead, all(3), time.Minute); err != nil {
+			l.finish()
+			t.Fatalf("round %d: %v\n%s", round, err, lc.logs())
+		}
 	}
 	l.finish()
 	l.rec.check(t)
+	if t.Failed() {
+		t.Logf("nodes' logs:\n%s", lc.logs())
+	}
 	if _, err := lc.converged(all(3), time.Minute); err != nil {
 		t.Fatalf("%v\n%s", err, lc.logs())
 	}
@@ -482,8 +491,8 @@ func TestClusterPartition(t *testing.T) {
 		if st, _ := lc.status(old, false); st.State == "Leader" && st.Ready {
 			t.Errorf("round %d: the isolated n%d still leads while n%d does", round, old+1, majority+1)
 		}
-		sc := &sessClient{name: "isolated-probe", addrs: lc.mutexAddrs([]int{old})}
-		if ok, err := sc.dial(); ok || err != nil {
+		sc := &sessClient{name: "isolated-probe"}
+		if ok, err := sc.dial(lc.nodes[old].addrs.Mutex); ok || err != nil {
 			t.Errorf("round %d: the isolated node took a session (%v)", round, err)
 		}
 		sc.close()
@@ -501,6 +510,9 @@ func TestClusterPartition(t *testing.T) {
 	}
 	l.finish()
 	l.rec.check(t)
+	if t.Failed() {
+		t.Logf("nodes' logs:\n%s", lc.logs())
+	}
 	if _, err := lc.converged(all(3), time.Minute); err != nil {
 		t.Fatalf("%v\n%s", err, lc.logs())
 	}
