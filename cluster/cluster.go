@@ -77,6 +77,8 @@ type Cluster struct {
 	quit      chan struct{}
 	done      chan struct{}  // the leadership loop ended
 	wg        sync.WaitGroup // the other goroutines of Start
+	raftDone  chan struct{}  // closed once raft has shut down (Close, or this node was removed)
+	observed  chan raft.Observation
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -93,7 +95,7 @@ func New(cfg Config) (*Cluster, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Cluster{cfg: cfg, log: log.With(slog.String(logNode, cfg.NodeID)), quit: make(chan struct{}),
-		done: make(chan struct{})}, nil
+		done: make(chan struct{}), raftDone: make(chan struct{}), observed: make(chan raft.Observation, 64)}, nil
 }
 
 // Start opens Config.Dir (raft.db, the log and stable store, and
@@ -149,6 +151,9 @@ func (c *Cluster) Start(n *mutex.Node) error {
 		c.release()
 		return fmt.Errorf("cluster: start raft: %w", err)
 	}
+	c.raft.RegisterObserver(raft.NewObserver(c.observed, false, nil))
+	c.wg.Add(1)
+	go c.observe()
 	switch {
 	case existing:
 		c.log.Info("raft state found, rejoining the cluster", slog.String(logDir, c.cfg.Dir),
@@ -249,10 +254,57 @@ func (c *Cluster) Propose(cmd *mutex.Command) (wait func() error) {
 	}
 	f := c.raft.Apply(appendCommandEntry(nil, cmd), c.cfg.ApplyTimeout)
 	return func() error {
-		if err := f.Error(); err != nil {
+		if err := c.await(f); err != nil {
 			return notLeader(err)
 		}
 		return nil
+	}
+}
+
+// await returns f's error once raft answers it. Raft leaves unanswered
+// the futures it had queued when it shuts down (hashicorp/raft#498), so
+// once this node is closing, or raft has shut down, await returns
+// raft.ErrRaftShutdown instead; the goroutine that waits for f then waits
+// on until raft answers, if ever.
+func (c *Cluster) await(f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-c.quit:
+	case <-c.raftDone:
+	}
+	select {
+	case err := <-done:
+		return err
+	default:
+		return raft.ErrRaftShutdown
+	}
+}
+
+// observe follows raft's observations until Close: it notes when raft
+// has shut down (this node was removed from the cluster).
+func (c *Cluster) observe() {
+	defer c.wg.Done()
+	for {
+		select {
+		case o := <-c.observed:
+			if st, ok := o.Data.(raft.RaftState); ok && st == raft.Shutdown {
+				c.closeRaftDone()
+			}
+		case <-c.quit:
+			return
+		}
+	}
+}
+
+// closeRaftDone closes raftDone once.
+func (c *Cluster) closeRaftDone() {
+	select {
+	case <-c.raftDone:
+	default:
+		close(c.raftDone)
 	}
 }
 
@@ -262,7 +314,7 @@ func (c *Cluster) VerifyLeader() error {
 	if c.raft == nil {
 		return mutex.ErrNotLeader
 	}
-	if err := c.raft.VerifyLeader().Error(); err != nil {
+	if err := c.await(c.raft.VerifyLeader()); err != nil {
 		return notLeader(err)
 	}
 	return nil
@@ -390,7 +442,7 @@ func (c *Cluster) watchLeadership() {
 // the log when the log has another or none.
 func (c *Cluster) takeOver(term uint64) bool {
 	for {
-		err := c.raft.Barrier(c.cfg.ApplyTimeout).Error()
+		err := c.await(c.raft.Barrier(c.cfg.ApplyTimeout))
 		if err == nil {
 			break
 		}
@@ -441,7 +493,7 @@ func (c *Cluster) recordMembers() {
 		futures = append(futures, c.raft.Apply(memberEntry(p), c.cfg.ApplyTimeout))
 	}
 	for _, f := range futures {
-		if err := f.Error(); err != nil {
+		if err := c.await(f); err != nil {
 			c.log.Warn("member not recorded", slog.Any(logError, err))
 		}
 	}

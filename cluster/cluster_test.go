@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 	"github.com/locking-center/locking-center/mutex"
 )
 
@@ -381,5 +382,92 @@ func TestLogFormat(t *testing.T) {
 	l.Info("initial configuration", "servers", hclog.Fmt("%+v", []int{1, 2}), "n", 3)
 	if got := b.String(); !strings.Contains(got, `servers="[1 2]" n=3`) {
 		t.Fatalf("logged %q", got)
+	}
+}
+
+// A forwarded connection that this node cuts (it is shutting down) ends
+// cleanly at the leader, which keeps a grant the client may have read;
+// one the client resets is reset at the leader.
+func TestForwardCutEndsCleanly(t *testing.T) {
+	for _, cut := range []string{"by this node", "by the client"} {
+		t.Run(cut, func(t *testing.T) {
+			leaderLn, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer leaderLn.Close()
+			frontLn, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer frontLn.Close()
+			client, err := net.Dial("tcp", frontLn.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			front, err := frontLn.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			up, err := net.Dial("tcp", leaderLn.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			leader, err := leaderLn.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer leader.Close()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				proxy(front, up, []byte{1, 1, 'k', 0})
+			}()
+			req := make([]byte, 4)
+			if _, err := io.ReadFull(leader, req); err != nil {
+				t.Fatal(err)
+			}
+			leader.Write([]byte{'+'})
+			if _, err := io.ReadFull(client, make([]byte, 1)); err != nil {
+				t.Fatal(err)
+			}
+			if cut == "by this node" {
+				front.Close()
+			} else {
+				client.(*net.TCPConn).SetLinger(0)
+				client.Close()
+			}
+			_, err = io.ReadAll(leader)
+			if reset := err != nil; reset != (cut == "by the client") {
+				t.Fatalf("the leader read %v", err)
+			}
+			leader.Close() // the leader's end after its answer
+			<-done
+		})
+	}
+}
+
+// stuckFuture is a raft future that raft never answers.
+type stuckFuture struct{ release chan struct{} }
+
+func (f stuckFuture) Error() error { <-f.release; return nil }
+
+// A future that raft leaves unanswered at its shutdown does not hold up
+// its waiter: await returns once raft has shut down, or the node closes.
+func TestAwaitEndsAtShutdown(t *testing.T) {
+	for _, end := range []string{"raft shut down", "closing"} {
+		c := &Cluster{quit: make(chan struct{}), raftDone: make(chan struct{})}
+		f := stuckFuture{release: make(chan struct{})}
+		if end == "closing" {
+			close(c.quit)
+		} else {
+			c.closeRaftDone()
+			c.closeRaftDone()
+		}
+		if err := c.await(f); !errors.Is(err, raft.ErrRaftShutdown) {
+			t.Errorf("%s: %v", end, err)
+		}
+		close(f.release)
 	}
 }

@@ -228,8 +228,9 @@ const leaderRetry = 50 * time.Millisecond
 // atLeader carries out req at the leader: here when this node leads,
 // otherwise at the leader's raft port, following a node that answers that
 // it no longer leads, until ctx ends. Errors: ErrNoLeader when no leader
-// answered before ctx ended, or the operation's.
-func (c *Cluster) atLeader(ctx context.Context, req controlRequest) error {
+// answered before ctx ended, or the operation's. retrying, unless nil,
+// is called with each error that atLeader asks again after.
+func (c *Cluster) atLeader(ctx context.Context, req controlRequest, retrying func(error)) error {
 	var last error
 	for {
 		addr, id := c.raft.LeaderWithID()
@@ -252,6 +253,9 @@ func (c *Cluster) atLeader(ctx context.Context, req controlRequest) error {
 			return err
 		}
 		last = err
+		if retrying != nil {
+			retrying(err)
+		}
 		select {
 		case <-ctx.Done():
 			return last

@@ -110,7 +110,7 @@ func raftError(err error) error {
 
 // apply appends an entry of this package's and waits for it to commit.
 func (c *Cluster) apply(b []byte) error {
-	return raftError(c.raft.Apply(b, c.cfg.ApplyTimeout).Error())
+	return raftError(c.await(c.raft.Apply(b, c.cfg.ApplyTimeout)))
 }
 
 // configuration returns the servers of the latest configuration.
@@ -215,7 +215,7 @@ func (c *Cluster) addMember(p Peer, voter bool) error {
 	} else {
 		f = c.raft.AddNonvoter(raft.ServerID(p.ID), raft.ServerAddress(p.RaftAddress), 0, c.cfg.ApplyTimeout)
 	}
-	if err := raftError(f.Error()); err != nil {
+	if err := raftError(c.await(f)); err != nil {
 		return err
 	}
 	c.log.Info("member added", slog.String(logMember, p.ID), slog.String("raft", p.RaftAddress),
@@ -253,7 +253,7 @@ func (c *Cluster) removeMember(id string) error {
 	if err := c.apply(forgetEntry(id)); err != nil {
 		return err
 	}
-	if err := raftError(c.raft.RemoveServer(s.ID, 0, c.cfg.ApplyTimeout).Error()); err != nil {
+	if err := raftError(c.await(c.raft.RemoveServer(s.ID, 0, c.cfg.ApplyTimeout))); err != nil {
 		return err
 	}
 	c.log.Info("member removed", slog.String(logMember, id))
@@ -267,7 +267,7 @@ func (c *Cluster) transfer(id string) error {
 		return err
 	}
 	if id == "" {
-		return raftError(c.raft.LeadershipTransfer().Error())
+		return raftError(c.await(c.raft.LeadershipTransfer()))
 	}
 	if id == c.cfg.NodeID {
 		return nil
@@ -279,7 +279,7 @@ func (c *Cluster) transfer(id string) error {
 	if s.Suffrage != raft.Voter {
 		return fmt.Errorf("%w: %s is a nonvoter and cannot lead", ErrBadRequest, id)
 	}
-	return raftError(c.raft.LeadershipTransferToServer(s.ID, s.Address).Error())
+	return raftError(c.await(c.raft.LeadershipTransferToServer(s.ID, s.Address)))
 }
 
 // AddMember adds the node p to the cluster, as a voter (or, with voter
@@ -290,22 +290,34 @@ func (c *Cluster) transfer(id string) error {
 // has joined. Errors: ErrBadRequest, ErrMemberExists, ErrNoLeader, or
 // raft's.
 func (c *Cluster) AddMember(ctx context.Context, p Peer, voter bool) error {
-	return c.atLeader(ctx, controlRequest{Op: opAdd, ID: p.ID, Raft: p.RaftAddress, Client: p.ClientAddress, Voter: voter})
+	return c.atLeader(ctx, controlRequest{Op: opAdd, ID: p.ID, Raft: p.RaftAddress, Client: p.ClientAddress, Voter: voter}, nil)
 }
 
 // RemoveMember takes the node of id out of the cluster, at the leader.
 // The removed node stops taking part; stop it and empty its RAFT_DIR
 // before it is used again. Errors: ErrUnknownMember, ErrLastVoter,
 // ErrNoLeader, or raft's.
+//
+// Removing the leader ends its leadership as the change commits, and the
+// answer may be lost with it; RemoveMember then asks the next leader,
+// which no longer knows id. When this node had id in its configuration
+// at the start and an attempt was cut that way, ErrUnknownMember from a
+// later attempt means the removal is done, and RemoveMember returns nil.
 func (c *Cluster) RemoveMember(ctx context.Context, id string) error {
-	return c.atLeader(ctx, controlRequest{Op: opRemove, ID: id})
+	_, _, unknown := c.member(id)
+	cut := false
+	err := c.atLeader(ctx, controlRequest{Op: opRemove, ID: id}, func(error) { cut = true })
+	if unknown == nil && cut && errors.Is(err, ErrUnknownMember) {
+		return nil
+	}
+	return err
 }
 
 // TransferLeadership makes the voter of id the leader (the most
 // up-to-date voter when id is ""), and returns once it leads. Errors:
 // ErrUnknownMember, ErrBadRequest (a nonvoter), ErrNoLeader, or raft's.
 func (c *Cluster) TransferLeadership(ctx context.Context, id string) error {
-	return c.atLeader(ctx, controlRequest{Op: opTransfer, ID: id})
+	return c.atLeader(ctx, controlRequest{Op: opTransfer, ID: id}, nil)
 }
 
 // nodeStatus returns what this node answers a status request with.
@@ -398,7 +410,7 @@ func (c *Cluster) keepAddress() {
 			continue // not a member (yet)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ForwardTimeout)
-		err := c.atLeader(ctx, controlRequest{Op: opMember, ID: self.ID, Raft: self.RaftAddress, Client: self.ClientAddress})
+		err := c.atLeader(ctx, controlRequest{Op: opMember, ID: self.ID, Raft: self.RaftAddress, Client: self.ClientAddress}, nil)
 		cancel()
 		if err != nil {
 			c.log.Debug("the leader did not record this node's addresses", slog.Any(logError, err))

@@ -22,9 +22,17 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // start serves the management port of a fresh table on 127.0.0.1.
 func start(t *testing.T) (*mutex.Node, *Client) {
 	t.Helper()
+	return startWith(t, Config{})
+}
+
+// startWith serves the management port of a fresh table on 127.0.0.1
+// with cfg.
+func startWith(t *testing.T, cfg Config) (*mutex.Node, *Client) {
+	t.Helper()
 	tb := mutex.NewNode(mutex.NodeConfig{})
 	t.Cleanup(tb.Close)
-	srv := NewServer(tb, Config{Logger: slog.New(slog.DiscardHandler)})
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	srv := NewServer(tb, cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +139,7 @@ func raw(t *testing.T, addr string, b []byte) []byte {
 
 func TestMalformedRequests(t *testing.T) {
 	tb, c := start(t)
-	for _, b := range [][]byte{{0}, {9}, {255}, {3, 0}, {3, 200}, {1, 'x'}, {4, 1, 's', 'x'}} {
+	for _, b := range [][]byte{{0}, {11}, {255}, {3, 0}, {3, 200}, {1, 'x'}, {4, 1, 's', 'x'}, {9, 0}, {8, 1, 'n', 0}, {8, 1, 'n', 3, 'h', ':', '1', 0, 2}} {
 		if got := raw(t, c.Addr, b); !bytes.Equal(got, []byte{'-'}) {
 			t.Errorf("%v: answered %q, want -", b, got)
 		}
@@ -265,7 +273,8 @@ func TestSessionListRoundTrip(t *testing.T) {
 // FuzzDecodeRequest: any bytes decode to a request that re-encodes to the
 // same prefix, or to an error.
 func FuzzDecodeRequest(f *testing.F) {
-	for _, b := range [][]byte{{1}, {2}, {3, 1, 'k'}, {4, 0}, {4, 2, 'a', 'b'}, {3, 0}, {7}} {
+	for _, b := range [][]byte{{1}, {2}, {3, 1, 'k'}, {4, 0}, {4, 2, 'a', 'b'}, {3, 0}, {7},
+		{8, 1, 'n', 3, 'h', ':', '1', 0, 1}, {9, 2, 'n', '4'}, {10, 0}} {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

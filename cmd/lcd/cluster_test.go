@@ -197,7 +197,7 @@ func (l *load) leaderManager() (*manager.Client, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &manager.Client{Addr: l.lc.nodes[i].addrs.Manager}, true
+	return &manager.Client{Addr: l.lc.addrs(i).Manager}, true
 }
 
 // holderOf returns the token with which src holds key at the leader, 0
@@ -295,7 +295,7 @@ func (l *load) v1Worker(n int, seed uint64) {
 	ctx := context.Background()
 	client := func() *lockingcenter.Client {
 		alive := l.alive()
-		addr := l.lc.nodes[alive[r.IntN(len(alive))]].addrs.Mutex
+		addr := l.lc.addrs(alive[r.IntN(len(alive))]).Mutex
 		return lockingcenter.New(addr, lockingcenter.WithSource(src), lockingcenter.WithConnectTimeout(time.Second),
 			lockingcenter.WithReadTimeout(10*time.Second))
 	}

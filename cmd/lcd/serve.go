@@ -94,7 +94,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	managerSrv := manager.NewServer(node, manager.Config{Timeout: cfg.HeaderTimeout, Logger: log})
+	managerCfg := manager.Config{Timeout: cfg.HeaderTimeout, Logger: log}
+	if cl != nil {
+		managerCfg.Membership = membership{cl}
+	}
+	managerSrv := manager.NewServer(node, managerCfg)
 	scrapes := newScrapeWatch()
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", scrapes.wrap(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
