@@ -6,7 +6,7 @@
 # The build stage runs on the builder's own platform and cross-compiles for
 # the target, so a multi-platform build needs no emulation.
 
-ARG GO_VERSION=1.25
+ARG GO_VERSION=1.26
 
 FROM --platform=$BUILDPLATFORM golang:${GO_VERSION}-alpine AS build
 ARG TARGETOS
@@ -40,8 +40,8 @@ COPY --from=build --chown=22119:22119 /out/data /data
 ENV PATH=/usr/local/bin
 USER 22119:22119
 WORKDIR /data
-# mutex, manager, metrics
-EXPOSE 22119 22120 22121
+# mutex, manager, metrics, HTTP API
+EXPOSE 22119 22120 22121 22122
 HEALTHCHECK --interval=15s --timeout=5s --start-period=10s --retries=3 \
     CMD ["/usr/local/bin/lcd", "health"]
 STOPSIGNAL SIGTERM

@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test test-go test-clients test-deploy bench soak soak-cluster fuzz clean
+.PHONY: all build run test test-go test-clients test-deploy bench bench-v1 bench-session bench-modes soak soak-crash soak-powerloss soak-model soak-cluster fuzz clean
 
 all: build
 
@@ -14,7 +14,8 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lcd ./cmd/lcd
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/lc-cli ./cmd/lc-cli
 
-# Starts lcd on :22119 (mutex), :22120 (management) and :22121 (metrics).
+# Starts lcd on :22119 (mutex), :22120 (management), :22121 (metrics) and
+# :22122 (HTTP API).
 run: build
 	./$(BIN)/lcd
 
@@ -33,12 +34,38 @@ test-clients:
 test-deploy:
 	sh deploy/test.sh
 
+# Every part of docs/benchmarks.md; bench-v1 and bench-session run the
+# parts of one protocol. The Redis columns need redis-server on PATH
+# (Debian: apt-get install redis-server); without it they stay empty.
 bench:
 	$(GO) run ./internal/bench
 
-# A long crash-and-restart soak of the write-ahead log.
-soak:
+bench-v1:
+	$(GO) run ./internal/bench -only throughput,hotkey,memory
+
+bench-session:
+	$(GO) run ./internal/bench -only session-throughput,session-hotkey,session-memory
+
+# The lock modes of the session protocol: readers and a writer, a
+# semaphore, priority aging, acquires beside 10,000 waiting sessions.
+bench-modes:
+	$(GO) run ./internal/bench/modes
+
+# Long soaks of the write-ahead log: lcd killed with SIGKILL and restarted,
+# round after round; then power losses simulated under the log, which drop
+# every byte that was not synced.
+soak: soak-crash soak-powerloss soak-model
+
+soak-crash:
 	LC_SOAK_ROUNDS=$${LC_SOAK_ROUNDS:-200} $(GO) test -race -count=1 -timeout 2h -run TestCrashRecovery -v ./cmd/lcd
+
+soak-powerloss:
+	LC_POWERLOSS_ROUNDS=$${LC_POWERLOSS_ROUNDS:-1000} $(GO) test -race -count=1 -timeout 2h -run 'TestPowerLoss$$' -v ./store
+
+# The lock table's randomized model test, many more histories than make
+# test runs (LC_MODEL_CHECKS, default 100,000).
+soak-model:
+	$(GO) test -count=1 -timeout 2h -run 'TestModel$$' -v ./mutex -rapid.checks=$${LC_MODEL_CHECKS:-100000}
 
 # A long soak of a three-node cluster: leader kills and partitions under
 # load, each round checked for lost grants, overlaps and linearizability.
@@ -49,8 +76,14 @@ soak-cluster:
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 30s ./oneshot
 	$(GO) test -run '^$$' -fuzz FuzzDecodeHolders -fuzztime 30s ./manager
+	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime 30s ./manager
 	$(GO) test -run '^$$' -fuzz FuzzLabelValue -fuzztime 30s ./metrics
 	$(GO) test -run '^$$' -fuzz FuzzParseFrame -fuzztime 30s ./session
+	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s ./store
+	$(GO) test -run '^$$' -fuzz FuzzPayload -fuzztime 30s ./store
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./auth
+	$(GO) test -run '^$$' -fuzz FuzzParseFrame -fuzztime 30s ./clients/go
+	$(GO) test -run '^$$' -fuzz FuzzDisplayKeyParsesBack -fuzztime 30s ./cmd/lc-cli
 
 clean:
 	rm -rf $(BIN) dist

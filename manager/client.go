@@ -33,6 +33,10 @@ type Client struct {
 	// error that matches os.ErrDeadlineExceeded; a reset may or may not
 	// have happened.
 	ReadTimeout time.Duration
+	// Token, when set, is sent with every request in the authenticated
+	// form: an admin's token, for a server with authentication on. At most
+	// 1,024 bytes.
+	Token string
 }
 
 // Keys returns the held keys, sorted by their bytes.
@@ -193,6 +197,10 @@ func (c *Client) call(ctx context.Context, op string, req Request) ([]byte, erro
 		}
 		return err
 	}
+	if len(c.Token) > maxToken {
+		return fail(fmt.Errorf("a token over %d bytes", maxToken))
+	}
+	req.Token = []byte(c.Token)
 	if _, err := conn.Write(appendRequest(nil, req)); err != nil {
 		return fail(timedOut(err))
 	}

@@ -40,4 +40,8 @@
 // Keys are 1..127 bytes, sources 0..127. Lists are sorted by key bytes. An
 // unknown command byte, a bad length or bytes after the request are
 // answered '-'. New commands take new bytes, so old clients keep working.
+//
+// With authentication on (Config.Tokens), a request comes wrapped as
+// [0x80][n u16][token n][request], with an admin's token; one that does
+// not is answered '-' (the membership commands: '-' with CodeNotAdmin).
 package manager

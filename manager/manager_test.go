@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locking-center/locking-center/auth"
 	"github.com/locking-center/locking-center/internal/silentserver"
 	"github.com/locking-center/locking-center/mutex"
 	"go.uber.org/goleak"
@@ -274,7 +275,8 @@ func TestSessionListRoundTrip(t *testing.T) {
 // same prefix, or to an error.
 func FuzzDecodeRequest(f *testing.F) {
 	for _, b := range [][]byte{{1}, {2}, {3, 1, 'k'}, {4, 0}, {4, 2, 'a', 'b'}, {3, 0}, {7},
-		{8, 1, 'n', 3, 'h', ':', '1', 0, 1}, {9, 2, 'n', '4'}, {10, 0}} {
+		{8, 1, 'n', 3, 'h', ':', '1', 0, 1}, {9, 2, 'n', '4'}, {10, 0}, {0x80, 0, 1, 'x', 9, 1, 'n'},
+		{0x80, 0, 3, 't', 'o', 'k', 1}, {0x80, 0, 0, 1}, {0x80, 0, 1, 'x', 0x80, 0, 1, 'y', 1}, {0x80, 4, 1}} {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -286,4 +288,46 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("re-encoded %x, want %x", enc, b[:n])
 		}
 	})
+}
+
+// With authentication on, the management port serves an admin's requests
+// only; everything else is answered '-' and counted.
+func TestAuthenticatedForm(t *testing.T) {
+	toks, err := auth.Parse(strings.NewReader("ops admin ops-token-0123456789\nsvc client svc-token-0123456789\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, c := startWith(t, Config{Tokens: toks})
+	ctx := context.Background()
+	lock(t, tb, "k", "x")
+	for _, token := range []string{"", "svc-token-0123456789", "unknown-token-000000"} {
+		c.Token = token
+		if _, err := c.Keys(ctx); !errors.Is(err, ErrFailed) {
+			t.Errorf("keys with token %q: %v, want ErrFailed", token, err)
+		}
+		if err := c.ResetKey(ctx, "k"); !errors.Is(err, ErrFailed) {
+			t.Errorf("reset with token %q: %v, want ErrFailed", token, err)
+		}
+	}
+	if _, held := tb.Holder("k"); !held {
+		t.Fatal("a refused reset took the key")
+	}
+	c.Token = "ops-token-0123456789"
+	if keys, err := c.Keys(ctx); err != nil || len(keys) != 1 {
+		t.Fatalf("an admin's keys: %v, %v", keys, err)
+	}
+	if err := c.ResetKey(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	got := tb.Snapshot().Counters.Refusals
+	if got[mutex.RefusedUnauthenticated] != 4 || got[mutex.RefusedForbidden] != 2 {
+		t.Errorf("refusals %v, want 4 unauthenticated and 2 forbidden", got)
+	}
+	// Without authentication the form is taken and its token ignored.
+	tb2, c2 := start(t)
+	lock(t, tb2, "k", "x")
+	c2.Token = "anything-at-all"
+	if keys, err := c2.Keys(ctx); err != nil || len(keys) != 1 {
+		t.Fatalf("keys in the authenticated form, without authentication: %v, %v", keys, err)
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/locking-center/locking-center/auth"
 )
 
 // fakeCluster is a Membership that keeps its members in memory and
@@ -130,5 +132,41 @@ func TestMemberListRoundTrip(t *testing.T) {
 	}
 	if _, err := decodeMembers([]byte{0, 0, 0, 9}); err == nil {
 		t.Fatal("a count past the body decoded")
+	}
+}
+
+// With authentication on, the membership commands are an admin's only:
+// any other token, or none, is refused with CodeNotAdmin and changes
+// nothing.
+func TestMembershipNeedsAnAdmin(t *testing.T) {
+	toks, err := auth.Parse(strings.NewReader("ops admin ops-token-0123456789\nsvc client svc-token-0123456789\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := &fakeCluster{members: []Member{{ID: "n1", RaftAddress: "10.0.0.1:22123", Voter: true}}}
+	_, c := startWith(t, Config{Tokens: toks, Membership: fc})
+	ctx := context.Background()
+	for _, token := range []string{"", "svc-token-0123456789", "unknown-token-000000"} {
+		c.Token = token
+		var r *Refusal
+		if _, err := c.Members(ctx); !errors.Is(err, ErrNotAdmin) || !errors.As(err, &r) || r.Code != CodeNotAdmin {
+			t.Errorf("members with token %q: %v", token, err)
+		}
+		if err := c.AddMember(ctx, Member{ID: "n2", RaftAddress: "h:1", Voter: true}); !errors.Is(err, ErrNotAdmin) {
+			t.Errorf("add with token %q: %v", token, err)
+		}
+		if err := c.TransferLeadership(ctx, ""); !errors.Is(err, ErrNotAdmin) {
+			t.Errorf("transfer with token %q: %v", token, err)
+		}
+	}
+	if len(fc.members) != 1 || fc.leader != "" {
+		t.Fatalf("refused requests changed the cluster: %+v, leader %q", fc.members, fc.leader)
+	}
+	c.Token = "ops-token-0123456789"
+	if err := c.AddMember(ctx, Member{ID: "n2", RaftAddress: "h:1", Voter: true}); err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := c.Members(ctx); err != nil || len(ms) != 2 {
+		t.Fatalf("an admin's members: %+v, %v", ms, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/locking-center/locking-center/auth"
 	"github.com/locking-center/locking-center/internal/serve"
 	"github.com/locking-center/locking-center/mutex"
 )
@@ -25,6 +26,17 @@ type Config struct {
 	Timeout time.Duration
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
+	// Tokens, when set, turns authentication on: every request must come
+	// in the authenticated form with an admin's token, and one that does
+	// not is answered '-' (docs/security.md). Nil: off; a token is then
+	// ignored.
+	Tokens interface {
+		Authenticate(token []byte) (*auth.Principal, error)
+	}
+	// Gate caps the connections open at once with the other ports that
+	// share it; this port is an operator's, and may use the reserve. One
+	// over the cap is answered '-'. Nil: no cap.
+	Gate *serve.Gate
 	// Membership is the cluster of a node of one, for the membership
 	// commands; nil on a single node, which refuses them with
 	// ErrNotCluster.
@@ -54,6 +66,9 @@ type Server struct {
 	log        *slog.Logger
 	srv        *serve.Server
 	membership Membership
+	tokens     interface {
+		Authenticate(token []byte) (*auth.Principal, error)
+	}
 }
 
 // NewServer returns a management server for the table of n.
@@ -61,8 +76,12 @@ func NewServer(t *mutex.Node, cfg Config) *Server {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	s := &Server{table: t, timeout: cfg.Timeout, log: serve.Discard(cfg.Logger), membership: cfg.Membership}
+	s := &Server{table: t, timeout: cfg.Timeout, log: serve.Discard(cfg.Logger), membership: cfg.Membership, tokens: cfg.Tokens}
 	s.srv = serve.NewServer(serve.Worker(s.handle), s.log)
+	s.srv.Limit(cfg.Gate, true, func(c net.Conn) {
+		t.Refused(mutex.RefusedConnections)
+		c.Write([]byte{statusFailed})
+	})
 	return s
 }
 
@@ -88,6 +107,14 @@ func (s *Server) handle(c net.Conn) {
 	req, err := readRequest(c)
 	if err != nil {
 		if errors.Is(err, ErrMalformed) {
+			c.Write([]byte{statusFailed})
+		}
+		return
+	}
+	if !s.admit(c, req) {
+		if isMembership(req.Cmd) {
+			c.Write(appendRefusal(nil, ErrNotAdmin))
+		} else {
 			c.Write([]byte{statusFailed})
 		}
 		return
@@ -131,6 +158,28 @@ func (s *Server) member(req Request) []byte {
 	}
 	s.log.Info("membership changed", slog.Int("command", int(req.Cmd)), slog.String("id", req.Arg))
 	return []byte{statusOK}
+}
+
+// admit reports whether req may be carried out: without authentication
+// always; with it, when it carries an admin's token. A refusal is counted
+// and logged with the client's address, never the token.
+func (s *Server) admit(c net.Conn, req Request) bool {
+	if s.tokens == nil {
+		return true
+	}
+	p, err := s.tokens.Authenticate(req.Token)
+	if err != nil {
+		s.table.Refused(mutex.RefusedUnauthenticated)
+		s.log.Info("management request not authenticated", slog.String("remote", c.RemoteAddr().String()))
+		return false
+	}
+	if !p.Admin() {
+		s.table.Refused(mutex.RefusedForbidden)
+		s.log.Info("management request by a principal that is not an admin", slog.String("remote", c.RemoteAddr().String()),
+			slog.String("principal", p.Name))
+		return false
+	}
+	return true
 }
 
 // respond carries out req and returns the whole response. A node of a
@@ -210,7 +259,7 @@ func (s *Server) wait(p mutex.Pending) {
 
 // readRequest reads one whole request. Errors: ErrMalformed, or the read's.
 func readRequest(c net.Conn) (Request, error) {
-	var buf [maxRequest + 1]byte
+	var buf [3 + maxToken + maxRequest + 1]byte
 	n := 0
 	for {
 		m, err := c.Read(buf[n:])

@@ -82,12 +82,14 @@ type Session struct {
 // Request is one decoded management request. Arg is the key of
 // CmdResetKey, the source of CmdResetSource, or the node id of the
 // membership commands; Raft, Client and Voter are those of CmdAddMember.
+// Token, when not empty, came in the authenticated form.
 type Request struct {
 	Cmd    Command
 	Arg    string
 	Raft   string
 	Client string
 	Voter  bool
+	Token  []byte
 }
 
 // Member is one node of a cluster as the management port reports it.
@@ -123,9 +125,10 @@ const (
 	CodeBadMember     byte = 5
 	CodeLastVoter     byte = 6
 	CodeFailed        byte = 7
+	CodeNotAdmin      byte = 8
 )
 
-// Errors of the membership commands, one per refusal code but the last.
+// Errors of the membership commands, one per refusal code but CodeFailed.
 var (
 	ErrNotCluster    = errors.New("manager: not a node of a cluster")
 	ErrNoLeader      = errors.New("manager: no leader answered")
@@ -133,12 +136,16 @@ var (
 	ErrMemberExists  = errors.New("manager: the member exists with other settings")
 	ErrBadMember     = errors.New("manager: bad node id or address")
 	ErrLastVoter     = errors.New("manager: the last voter cannot be removed")
+	// ErrNotAdmin: authentication is on, and the request came without an
+	// admin's token.
+	ErrNotAdmin = errors.New("manager: authentication is on: an admin's token is required")
 )
 
 // refusalErrors maps each refusal code to its error.
 var refusalErrors = map[byte]error{
 	CodeNotCluster: ErrNotCluster, CodeNoLeader: ErrNoLeader, CodeUnknownMember: ErrUnknownMember,
 	CodeMemberExists: ErrMemberExists, CodeBadMember: ErrBadMember, CodeLastVoter: ErrLastVoter,
+	CodeNotAdmin: ErrNotAdmin,
 }
 
 // Refusal is a membership command's '-' with its code and message. It
@@ -206,9 +213,39 @@ func isMembership(cmd Command) bool {
 	return cmd >= CmdListMembers && cmd <= CmdTransferLeadership
 }
 
-// decodeRequest decodes a whole request. Errors: ErrMalformed,
-// errIncomplete.
+// authForm is the first byte of a request in the authenticated form:
+// [0x80] [n: u16] [token: n bytes] [the request].
+const authForm = 0x80
+
+// maxToken bounds the token of the authenticated form.
+const maxToken = 1024
+
+// decodeRequest decodes a whole request, in the authenticated form or
+// not. Errors: ErrMalformed, errIncomplete.
 func decodeRequest(b []byte) (Request, int, error) {
+	if len(b) > 0 && b[0] == authForm {
+		if len(b) < 3 {
+			return Request{}, 0, errIncomplete
+		}
+		n := int(binary.BigEndian.Uint16(b[1:3]))
+		if n == 0 || n > maxToken {
+			return Request{}, 0, ErrMalformed
+		}
+		if len(b) < 3+n {
+			return Request{}, 0, errIncomplete
+		}
+		r, used, err := decodePlain(b[3+n:])
+		if err != nil {
+			return Request{}, 0, err
+		}
+		r.Token = b[3 : 3+n]
+		return r, 3 + n + used, nil
+	}
+	return decodePlain(b)
+}
+
+// decodePlain decodes a request that is not in the authenticated form.
+func decodePlain(b []byte) (Request, int, error) {
 	if len(b) == 0 {
 		return Request{}, 0, errIncomplete
 	}
@@ -283,6 +320,11 @@ func decodeMemberRequest(r Request, b []byte) (Request, int, error) {
 
 // appendRequest appends the wire form of r.
 func appendRequest(b []byte, r Request) []byte {
+	if len(r.Token) > 0 {
+		b = append(b, authForm)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(r.Token)))
+		b = append(b, r.Token...)
+	}
 	b = append(b, byte(r.Cmd))
 	switch r.Cmd {
 	case CmdResetKey, CmdResetSource, CmdRemoveMember, CmdTransferLeadership:

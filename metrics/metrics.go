@@ -62,6 +62,9 @@ var (
 		"The highest fencing token handed out.", nil, nil)
 	descDeadlocks = prometheus.NewDesc(Namespace+"_deadlocks_total",
 		"Acquires refused because waiting would have closed a cycle of waits, since start-up.", nil, nil)
+	descRefusals = prometheus.NewDesc(Namespace+"_refusals_total",
+		"Requests turned away before or by the lock table, since start-up, by reason: unauthenticated, forbidden, v1 (not allowed from that network), connections, rate, held and parked (a source's caps).",
+		[]string{LabelReason}, nil)
 	descHolders = prometheus.NewDesc(Namespace+"_lock_holders",
 		"Holders of a held key now, with the mode they hold it in and the key's limit (1, or N for a semaphore).",
 		[]string{LabelKey, LabelMode, LabelLimit}, nil)
@@ -71,6 +74,8 @@ var (
 const (
 	LabelMode  = "mode"
 	LabelLimit = "limit"
+	// LabelReason is why requests were refused.
+	LabelReason = "reason"
 )
 
 // Collector turns a table snapshot into metrics at each scrape.
@@ -85,7 +90,7 @@ func NewCollector(t Snapshotter) *Collector { return &Collector{table: t} }
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLocked, descHeld, descAcquired, descWaiters,
 		descGrants, descBusy, descWithdrawn, descWait, descSessions, descSessionExpiries,
-		descLeaseExpiries, descResumes, descDelayed, descLastToken, descDeadlocks, descHolders} {
+		descLeaseExpiries, descResumes, descDelayed, descLastToken, descDeadlocks, descHolders, descRefusals} {
 		ch <- d
 	}
 }
@@ -134,6 +139,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descDelayed, prometheus.GaugeValue, float64(s.Delayed))
 	ch <- prometheus.MustNewConstMetric(descLastToken, prometheus.GaugeValue, float64(s.LastToken))
 	ch <- prometheus.MustNewConstMetric(descDeadlocks, prometheus.CounterValue, float64(n.Deadlocks))
+	for _, r := range mutex.Refusals() {
+		ch <- prometheus.MustNewConstMetric(descRefusals, prometheus.CounterValue, float64(n.Refusals[r]), r.String())
+	}
 }
 
 // Register registers the table's collector and the Go runtime and process

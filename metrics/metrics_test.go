@@ -319,3 +319,39 @@ func TestHoldersSeries(t *testing.T) {
 		}
 	}
 }
+
+// locking_center_refusals_total has one series per reason, the front ends'
+// counts and the table's caps together.
+func TestRefusalsSeries(t *testing.T) {
+	tb := mutex.NewNode(mutex.NodeConfig{Limits: mutex.Limits{MaxHeld: 1}})
+	t.Cleanup(tb.Close)
+	reg := newRegistry(t, tb)
+	for _, k := range []string{"a", "b"} {
+		tb.Apply(mutex.Command{Op: mutex.OpAcquire, Key: k, Account: "10.0.0.1", Try: true, ConnBound: true})
+	}
+	tb.Refused(mutex.RefusedUnauthenticated)
+	tb.Refused(mutex.RefusedUnauthenticated)
+	tb.Refused(mutex.RefusedConnections)
+	want := map[string]float64{"unauthenticated": 2, "forbidden": 0, "v1": 0, "connections": 1, "rate": 0,
+		"held": 1, "parked": 0}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == Namespace+"_refusals_total" {
+			for _, m := range mf.Metric {
+				got[labelOf(m, LabelReason)] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("refusal series %v, want %v", got, want)
+	}
+	for r, v := range want {
+		if got[r] != v {
+			t.Errorf("refusals{reason=%q} = %v, want %v", r, got[r], v)
+		}
+	}
+}

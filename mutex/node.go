@@ -34,6 +34,9 @@ type NodeConfig struct {
 	// log before any node applies it (see Replicator); Journal is then
 	// unused. The node changes the table only while SetLeader(true).
 	Replicator Replicator
+	// Limits caps what one account may hold and have parked; the node
+	// stamps them on every acquire it is handed. Zero: no caps.
+	Limits Limits
 }
 
 // Waker hears how a parked request ends: EventGranted or EventWithdrawn,
@@ -108,7 +111,9 @@ type Node struct {
 	armed  int64 // when the timer fires, 0: not armed
 	closed bool
 
-	resumes uint64
+	resumes  uint64
+	refusals [numRefusals]atomic.Uint64
+	limits   Limits
 
 	observers []observer
 	nextObs   uint64
@@ -158,6 +163,7 @@ func NewNode(cfg NodeConfig) *Node {
 		wakers:  make(map[uint64]Waker),
 		lives:   make(map[uint64]*Live),
 		rep:     cfg.Replicator,
+		limits:  cfg.Limits,
 	}
 	if n.t == nil {
 		n.t = NewTable()
@@ -252,6 +258,7 @@ func (n *Node) ApplyWake(c Command, w Waker) (Result, Pending) {
 	n.mu.Lock()
 	now := n.now()
 	c.At = now
+	n.stamp(&c)
 	ns := now.UnixNano()
 	n.expireDue(ns, &d)
 	res, p := n.applyLocked(&c, &d)
@@ -277,6 +284,7 @@ func (n *Node) ApplySession(c Command) (res Result, p Pending, delivered bool) {
 	n.mu.Lock()
 	now := n.now()
 	c.At = now
+	n.stamp(&c)
 	ns := now.UnixNano()
 	n.expireDue(ns, &d)
 	// The session's Live is taken before: a close ends it.
@@ -396,8 +404,15 @@ func (n *Node) dropExpiry(l *Live) {
 // address of its client's connection, for listings.
 func (n *Node) OpenSession(name string, ttl time.Duration, secretHash [SecretHashLen]byte, remote string,
 	route Route) (*Live, Result, Pending) {
+	return n.OpenSessionAs("", name, ttl, secretHash, remote, route)
+}
+
+// OpenSessionAs is OpenSession for a session charged to account (see
+// Command.Account).
+func (n *Node) OpenSessionAs(account, name string, ttl time.Duration, secretHash [SecretHashLen]byte, remote string,
+	route Route) (*Live, Result, Pending) {
 	if n.rep != nil {
-		res := n.propose(Command{Op: OpOpenSession, Source: name, TTL: ttl, SecretHash: secretHash},
+		res := n.propose(Command{Op: OpOpenSession, Source: name, Account: account, TTL: ttl, SecretHash: secretHash},
 			&proposal{route: route, remote: remote})
 		n.mu.Lock()
 		l := n.lives[res.Session]
@@ -412,7 +427,7 @@ func (n *Node) OpenSession(name string, ttl time.Duration, secretHash [SecretHas
 	now := n.now()
 	ns := now.UnixNano()
 	n.expireDue(ns, &d)
-	c := Command{Op: OpOpenSession, At: now, Source: name, TTL: ttl, SecretHash: secretHash}
+	c := Command{Op: OpOpenSession, At: now, Source: name, Account: account, TTL: ttl, SecretHash: secretHash}
 	res, p := n.applyLocked(&c, &d)
 	var l *Live
 	if res.Status == StatusOK {
@@ -463,6 +478,18 @@ func (n *Node) Resume(id uint64, secretHash [SecretHashLen]byte, remote string,
 	n.mu.Unlock()
 	d.run()
 	return l
+}
+
+// SessionAccount returns the account session id was opened with, and
+// false when there is no such session.
+func (n *Node) SessionAccount(id uint64) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.t.sessions[id]
+	if s == nil {
+		return "", false
+	}
+	return s.account.Value(), true
 }
 
 // SetRemote records the address of session id's connection, for
@@ -597,6 +624,9 @@ func (n *Node) Snapshot() Snapshot {
 	now := n.now()
 	s := n.t.snapshot(now)
 	s.Counters.Resumes = n.resumes
+	for i := range n.refusals {
+		s.Counters.Refusals[i] += n.refusals[i].Load()
+	}
 	ns := now.UnixNano()
 	for i := range s.Sessions {
 		if l := n.lives[s.Sessions[i].ID]; l != nil {

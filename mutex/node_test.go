@@ -197,3 +197,48 @@ func TestMillionKeysLeaveEmptyTable(t *testing.T) {
 		t.Fatalf("%d keys left", got)
 	}
 }
+
+// The node stamps its limits on every acquire: an account's lock over its
+// cap is refused and counted, whatever front end asked, and a session is
+// charged to the account it was opened with.
+func TestNodeLimitsAndRefusals(t *testing.T) {
+	n := NewNode(NodeConfig{Limits: Limits{MaxHeld: 3, MaxParked: 1}})
+	defer n.Close()
+	v1 := func(key, account string) Status {
+		res, _ := n.Apply(Command{Op: OpAcquire, Key: key, Source: "s", Account: account, Try: true, ConnBound: true})
+		return res.Status
+	}
+	for _, k := range []string{"a", "b", "x"} {
+		if st := v1(k, "10.0.0.1"); st != StatusGranted {
+			t.Fatalf("lock %q of an account capped at three: %v", k, st)
+		}
+	}
+	if st := v1("y", "10.0.0.1"); st != StatusOverLimit {
+		t.Fatalf("a fourth lock of an account capped at three: %v", st)
+	}
+	if st := v1("c", "10.0.0.2"); st != StatusGranted {
+		t.Fatalf("another account's lock: %v", st)
+	}
+	l, res, _ := n.OpenSessionAs("10.0.0.2", "worker", time.Minute, [SecretHashLen]byte{}, "", &route{})
+	if l == nil {
+		t.Fatalf("open session: %v", res.Status)
+	}
+	acquire := func(key string, req uint64) Status {
+		res, _, _ := n.ApplySession(Command{Op: OpAcquire, Session: l.ID(), Request: req, Key: key})
+		return res.Status
+	}
+	if st := acquire("a", 1); st != StatusParked {
+		t.Fatalf("the session's first acquire of a held key: %v", st)
+	}
+	if st := acquire("b", 2); st != StatusOverLimit {
+		t.Fatalf("a second parked request of an account capped at one: %v", st)
+	}
+	n.Refused(RefusedRate)
+	got := n.Snapshot().Counters.Refusals
+	if got[RefusedHeld] != 1 || got[RefusedParked] != 1 || got[RefusedRate] != 1 {
+		t.Errorf("refusals %v, want one held, one parked, one rate", got)
+	}
+	if u := n.t.Usage("10.0.0.2"); u.Held != 1 || u.Parked != 1 {
+		t.Errorf("usage of 10.0.0.2: %+v", u)
+	}
+}

@@ -95,6 +95,7 @@ func (n *Node) propose(c Command, pr *proposal) Result {
 	}
 	now := n.now()
 	c.At = now
+	n.stamp(&c)
 	due := n.takeDue(now.UnixNano())
 	n.register(&c, pr)
 	n.mu.Unlock()

@@ -101,6 +101,9 @@ type CounterSnapshot struct {
 	SessionsOpened, SessionExpiries, LeaseExpiries uint64
 	Resumes                                        uint64
 	Wait                                           Histogram
+	// Refusals counts refusals by reason (indexed by Refusal): the front
+	// ends' and the table's caps.
+	Refusals [numRefusals]uint64
 }
 
 // snapshot copies the table at now. Sessions are sorted by id.
@@ -119,6 +122,8 @@ func (t *Table) snapshot(now time.Time) Snapshot {
 			Wait: t.stats.Wait.snapshot(),
 		},
 	}
+	s.Counters.Refusals[RefusedHeld] = t.stats.OverHeld
+	s.Counters.Refusals[RefusedParked] = t.stats.OverParked
 	for key, e := range t.keys {
 		if e.delayed() {
 			s.Delayed++

@@ -52,7 +52,8 @@ type Counters struct {
 	Busy            uint64 // tries refused because the key was held
 	Withdrawn       uint64 // parked requests withdrawn before a grant
 	Deadlocks       uint64 // acquires refused because they would deadlock
-	OverLimit       uint64 // acquires refused by a cap of their account
+	OverHeld        uint64 // acquires refused by their account's cap on locks
+	OverParked      uint64 // acquires refused by their account's cap on parked requests
 	SessionsOpened  uint64
 	SessionExpiries uint64 // sessions whose TTL passed
 	LeaseExpiries   uint64 // locks whose lease ran out
@@ -300,7 +301,7 @@ func (t *Table) acquire(c *Command) Result {
 		}
 	}
 	if t.overLimit(account, c) {
-		t.stats.OverLimit++
+		t.stats.OverHeld++
 		return Result{Status: StatusOverLimit}
 	}
 	if e == nil {
@@ -355,7 +356,7 @@ func (t *Table) acquire(c *Command) Result {
 	if t.overParked(account, c) {
 		t.unlink(r)
 		t.dropIfIdle(e)
-		t.stats.OverLimit++
+		t.stats.OverParked++
 		return refuse(Result{Status: StatusOverLimit})
 	}
 	if s != nil && t.wouldDeadlock(r) {

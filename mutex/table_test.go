@@ -584,6 +584,21 @@ func TestExportImportRoundTrip(t *testing.T) {
 	}
 }
 
+// A v1 holder restored from a log of the format before fencing tokens is
+// charged to no account: the table exports it, copies it and releases it.
+func TestRestoreV1Exports(t *testing.T) {
+	b := newBench(t)
+	b.tab.RestoreV1("old", "src", "10.0.0.1:1", b.now)
+	recs := exportOf(b.tab.Clone())
+	if len(recs) != 2 || recs[1].Kind != RecordHolder || recs[1].Key != "old" || recs[1].Account != "" {
+		t.Fatalf("export %+v, want the state and the holder of \"old\", of no account", recs)
+	}
+	b.want(b.apply(Command{Op: OpRelease, Key: "old"}), StatusOK)
+	if n := b.tab.Len(); n != 0 {
+		t.Fatalf("%d keys after the release", n)
+	}
+}
+
 // The priority example of docs/protocol.md, step by step.
 func TestPriorityDocExample(t *testing.T) {
 	b := newBench(t)

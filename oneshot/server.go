@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locking-center/locking-center/internal/ratelimit"
 	"github.com/locking-center/locking-center/internal/serve"
 	"github.com/locking-center/locking-center/mutex"
 )
@@ -69,6 +70,17 @@ type ServerConfig struct {
 	// request served here after all. Nil serves every request here, and a
 	// follower then answers none of them.
 	Forward func(c net.Conn, got []byte) bool
+	// V1Allowed, when set, says whether a v1 request from ip is served; one
+	// that is not is answered '-' (with authentication on, v1 is off but
+	// for the networks allowed: docs/security.md). Nil serves every one.
+	V1Allowed func(ip net.IP) bool
+	// Rates limits each client address's v1 requests; one over the rate is
+	// answered '-'. Nil: no limit.
+	Rates *ratelimit.Rates
+	// Gate caps the connections this port (a client port) may have open,
+	// with the other ports sharing it; one over the cap is answered '-'
+	// (or the handoff's OverLimit) and closed. Nil: no cap.
+	Gate *serve.Gate
 }
 
 // Handoff passes a connection whose first byte is First, which no v1
@@ -78,6 +90,9 @@ type ServerConfig struct {
 type Handoff struct {
 	First byte
 	Serve func(c net.Conn, got []byte)
+	// OverLimit is what a connection of that protocol gets when the
+	// server has no room for it (ServerConfig.Gate); nil: nothing.
+	OverLimit []byte
 }
 
 // Validate reports a configuration that cannot work.
@@ -100,6 +115,8 @@ type Server struct {
 	deliveries *deliveries
 	handoff    *Handoff
 	forward    func(net.Conn, []byte) bool
+	v1Allowed  func(net.IP) bool
+	rates      *ratelimit.Rates
 }
 
 // NewServer returns a server for n. It serves nothing until Serve.
@@ -111,8 +128,9 @@ func NewServer(n *mutex.Node, cfg ServerConfig) (*Server, error) {
 		cfg.HeaderTimeout = DefaultHeaderTimeout
 	}
 	s := &Server{node: n, timeout: cfg.HeaderTimeout, log: serve.Discard(cfg.Logger), handoff: cfg.Handoff,
-		forward: cfg.Forward}
+		forward: cfg.Forward, v1Allowed: cfg.V1Allowed, rates: cfg.Rates}
 	s.srv = serve.NewServer(s.open, s.log)
+	s.srv.Limit(cfg.Gate, false, s.refuseConn)
 	s.deliveries = newDeliveries(n, cfg.HeaderTimeout, s.srv.Finish, func(g grant) {
 		s.log.Debug("grant not received, passed on", slog.String(logRemote, g.remote))
 	})
@@ -254,6 +272,10 @@ func (s *Server) handle(c net.Conn, got string) bool {
 // there is no work left, whether c stays open. deadline tells whether c
 // has a read deadline set.
 func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool, keep bool) {
+	if (s.v1Allowed != nil || s.rates != nil) && !s.admit(c) {
+		c.Write(answerFailedBytes)
+		return nil, false
+	}
 	switch req.Action {
 	case ActionLock:
 		w := &waiter{s: s, c: c, done: make(chan struct{})}
@@ -315,6 +337,45 @@ func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool
 	}, false
 }
 
+// refuseConn answers a connection the gate has no room for, in the accept
+// loop: with what has arrived already (it never waits), '-' for v1, or the
+// handoff's OverLimit for its protocol.
+func (s *Server) refuseConn(c net.Conn) {
+	defer s.node.Refused(mutex.RefusedConnections) // once answered
+	var b [1]byte
+	n, _ := readNow(c, b[:])
+	if h := s.handoff; h != nil && n == 1 && b[0] == h.First {
+		if h.OverLimit != nil {
+			c.Write(h.OverLimit)
+		}
+		return
+	}
+	c.Write(answerFailedBytes)
+}
+
+// admit reports whether a v1 request on c may be served: its network is
+// allowed v1, and its address is within its rate. A refusal is counted.
+func (s *Server) admit(c net.Conn) bool {
+	ip := peerIP(c)
+	if s.v1Allowed != nil && !s.v1Allowed(ip) {
+		s.node.Refused(mutex.RefusedV1)
+		return false
+	}
+	if !s.rates.Allow(ip.String()) {
+		s.node.Refused(mutex.RefusedRate)
+		return false
+	}
+	return true
+}
+
+// peerIP returns the IP address of c's peer; nil when it has none.
+func peerIP(c net.Conn) net.IP {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP
+	}
+	return nil
+}
+
 // answerReleaseNow answers '+' at once when p is already durable, and
 // otherwise returns the work that waits for it.
 func (s *Server) answerReleaseNow(c net.Conn, p mutex.Pending) (work func() bool, keep bool) {
@@ -347,17 +408,20 @@ func (s *Server) answerRelease(c net.Conn, p mutex.Pending) {
 }
 
 // acquire builds the table's command for req on c: the source defaults to
-// the peer IP. Its wait is bound to the connection.
+// the peer IP, which is also the account charged for it. Its wait is bound
+// to the connection.
 func (s *Server) acquire(c net.Conn, req Request) mutex.Command {
 	remote := c.RemoteAddr().String()
+	account := remote
+	if ip := peerIP(c); ip != nil {
+		account = ip.String()
+	}
 	source := req.Source
 	if source == "" {
-		source = remote
-		if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-			source = a.IP.String()
-		}
+		source = account
 	}
-	return mutex.Command{Op: mutex.OpAcquire, Key: req.Key, Source: source, RemoteAddr: remote, ConnBound: true}
+	return mutex.Command{Op: mutex.OpAcquire, Key: req.Key, Source: source, Account: account, RemoteAddr: remote,
+		ConnBound: true}
 }
 
 // Who writes a parked request's '+', and how it went.

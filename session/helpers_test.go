@@ -58,10 +58,11 @@ type envOptions struct {
 	clock   *clock
 	journal mutex.Journal
 	table   *mutex.Table // read back from a journal; nil: empty
+	limits  mutex.Limits
 }
 
 // start serves a new node until the test ends.
-func start(t *testing.T, o envOptions) *env {
+func start(t testing.TB, o envOptions) *env {
 	t.Helper()
 	e := startOn(t, o)
 	t.Cleanup(e.stop)
@@ -69,13 +70,13 @@ func start(t *testing.T, o envOptions) *env {
 }
 
 // startOn serves a new node until stop is called.
-func startOn(t *testing.T, o envOptions) *env {
+func startOn(t testing.TB, o envOptions) *env {
 	t.Helper()
 	var now func() time.Time
 	if o.clock != nil {
 		now = o.clock.Now
 	}
-	node := mutex.NewNode(mutex.NodeConfig{Clock: now, Journal: o.journal, Table: o.table})
+	node := mutex.NewNode(mutex.NodeConfig{Clock: now, Journal: o.journal, Table: o.table, Limits: o.limits})
 	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o.cfg.Logger = log
 	ss, err := NewServer(node, o.cfg)
@@ -105,7 +106,7 @@ func startOn(t *testing.T, o envOptions) *env {
 	return &env{node: node, addr: ln.Addr().String(), session: ss, clock: o.clock, stop: stop}
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
@@ -114,7 +115,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 
 // client is a raw client of the session protocol.
 type client struct {
-	t   *testing.T
+	t   testing.TB
 	c   net.Conn
 	r   *reader
 	id  uint64
@@ -123,7 +124,7 @@ type client struct {
 }
 
 // dial connects and sends the preface.
-func (e *env) dial(t *testing.T) *client {
+func (e *env) dial(t testing.TB) *client {
 	t.Helper()
 	c, err := net.Dial("tcp", e.addr)
 	if err != nil {
@@ -137,7 +138,7 @@ func (e *env) dial(t *testing.T) *client {
 }
 
 // hello opens a session named name and returns the client.
-func (e *env) hello(t *testing.T, name string, fields ...func(*frameBuilder)) *client {
+func (e *env) hello(t testing.TB, name string, fields ...func(*frameBuilder)) *client {
 	t.Helper()
 	c := e.dial(t)
 	c.send(TypeHello, append([]func(*frameBuilder){func(fb *frameBuilder) { fb.str(TagName, name) }}, fields...)...)

@@ -3,8 +3,10 @@ package session
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/locking-center/locking-center/auth"
 	"github.com/locking-center/locking-center/mutex"
 )
 
@@ -27,21 +29,30 @@ func (it *item) durable() mutex.Pending {
 // delivers to, and the frames owed to the client, in order. It outlives
 // its connections: while none is attached, frames wait for the resume.
 type sess struct {
-	srv  *Server
-	id   uint64
-	name string
-	live *mutex.Live
+	srv       *Server
+	id        uint64
+	name      string
+	live      atomic.Pointer[mutex.Live]
+	principal *auth.Principal // nil without authentication
+	account   string          // charged for its locks, and rate-limited
 
-	mu      sync.Mutex
-	conn    *conn  // attached connection, nil while none is
-	items   []item // owed, in order
-	batch   bool   // the reader is handling a batch of frames: it flushes at its end
-	waiting bool   // a goroutine waits for a Pending of the first item
-	closing bool   // close the connection once everything is written
+	mu       sync.Mutex
+	conn     *conn  // attached connection, nil while none is
+	items    []item // owed, in order
+	batch    bool   // the reader is handling a batch of frames: it flushes at its end
+	waiting  bool   // a goroutine waits for a Pending of the first item
+	flushing bool   // a goroutine is in Flush: others leave their items to it
+	again    bool   // items came while it flushed: it goes round once more
+	closing  bool   // close the connection once everything is written
 }
 
 // Deliver queues o. It is called with the node's lock held.
-func (s *sess) Deliver(o mutex.Output) { s.queue(item{out: o}) }
+func (s *sess) Deliver(o mutex.Output) {
+	s.mu.Lock()
+	s.items = append(s.items, item{})
+	s.items[len(s.items)-1].out = o
+	s.mu.Unlock()
+}
 
 // queue adds it to what is owed.
 func (s *sess) queue(it item) {
@@ -50,16 +61,31 @@ func (s *sess) queue(it item) {
 	s.mu.Unlock()
 }
 
-// queueBounded adds it unless the session already owes limit frames, and
+// queueBounded adds it unless the session already owes limit frames
+// (queued here, or sent to its connection and not yet in the socket), and
 // reports whether it did.
 func (s *sess) queueBounded(it item, limit int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.items) >= limit {
+	owed := len(s.items)
+	if s.conn != nil {
+		owed += s.conn.backlog()
+	}
+	if owed >= limit {
 		return false
 	}
 	s.items = append(s.items, it)
 	return true
+}
+
+// queueRaw adds a frame already encoded to what is owed. (Deliver and
+// queueRaw fill the item in place: an item is large, and a copy of it on
+// the stack of the connection's goroutine would grow that stack.)
+func (s *sess) queueRaw(raw []byte) {
+	s.mu.Lock()
+	s.items = append(s.items, item{})
+	s.items[len(s.items)-1].raw = raw
+	s.mu.Unlock()
 }
 
 // beginBatch holds writes back while the reader handles the frames of one
@@ -86,29 +112,68 @@ func (s *sess) closeAfterFlush() {
 	s.Flush()
 }
 
+// flushBufs holds the buffers Flush encodes into, so that a flush
+// allocates none; one returns to the pool once its bytes are written or
+// copied. A buffer that grew over maxPooled is left to the collector.
+var flushBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooled = 16 << 10
+
 // Flush writes what is owed, in order, to the attached connection: every
 // item whose change is durable. The first that is not yet durable, and
 // all after it, wait; a goroutine waits for it and flushes again. A grant
 // that could not be made durable is answered not_durable instead and
 // revoked. Flush never blocks: the connection takes what it can at once
 // and a goroutine writes the rest.
+//
+// One goroutine flushes at a time: one that finds another flushing leaves
+// its items to it, and the flusher goes round again before it stops. Two
+// flushers could otherwise hand their bytes to the connection in the other
+// order than they took them from the queue.
 func (s *sess) Flush() {
-	var revoke []mutex.Command
 	s.mu.Lock()
+	if s.flushing {
+		s.again = true
+		s.mu.Unlock()
+		return
+	}
+	s.flushing = true
+	for {
+		s.again = false
+		s.flushOnce() // unlocks s.mu
+		s.mu.Lock()
+		if !s.again {
+			s.flushing = false
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+// flushOnce writes what is owed and ready, as Flush says. It is called
+// with s.mu held and returns with it released.
+func (s *sess) flushOnce() {
+	var revoke []mutex.Command
 	if s.batch || s.waiting || s.conn == nil {
 		s.mu.Unlock()
 		return
 	}
 	c := s.conn
-	var buf []byte
+	bp := flushBufs.Get().(*[]byte)
+	buf := (*bp)[:0]
 	ready := 0
 	for ready < len(s.items) && mutex.Ready(s.items[ready].durable()) {
 		ready++
 	}
 	end := false
+	frames := 0
 	for i := range s.items[:ready] {
 		var r *mutex.Command
+		n := len(buf)
 		buf, r, end = s.encode(buf, &s.items[i])
+		if len(buf) > n {
+			frames++
+		}
 		if r != nil {
 			revoke = append(revoke, *r)
 		}
@@ -136,7 +201,11 @@ func (s *sess) Flush() {
 	}
 	closing := s.closing && len(s.items) == 0 || end
 	s.mu.Unlock()
-	c.send(buf)
+	c.sendFrames(buf, frames) // copies what it does not write at once
+	if cap(buf) <= maxPooled {
+		*bp = buf[:0]
+		flushBufs.Put(bp)
+	}
 	if closing {
 		c.close()
 	}
@@ -248,6 +317,8 @@ func statusCode(st mutex.Status) (Code, string) {
 		return CodeUpgrade, "a shared holder cannot take the key exclusively"
 	case mutex.StatusLimitMismatch:
 		return CodeLimitMismatch, "the limit is not the key's"
+	case mutex.StatusOverLimit:
+		return CodeOverLimit, "the source holds or has parked as many as it may"
 	}
 	return CodeBadRequest, "the request is out of range: " + st.String()
 }

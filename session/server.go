@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locking-center/locking-center/auth"
+	"github.com/locking-center/locking-center/internal/ratelimit"
 	"github.com/locking-center/locking-center/internal/serve"
 	"github.com/locking-center/locking-center/mutex"
 )
@@ -26,10 +28,16 @@ const (
 
 // Log attribute keys.
 const (
-	logRemote  = "remote"
-	logSession = "session"
-	logError   = "error"
+	logRemote    = "remote"
+	logSession   = "session"
+	logError     = "error"
+	logPrincipal = "principal"
 )
+
+// Authenticator finds the principal of a token; *auth.Keyring is one.
+type Authenticator interface {
+	Authenticate(token []byte) (*auth.Principal, error)
+}
 
 // Config configures a Server.
 type Config struct {
@@ -46,6 +54,15 @@ type Config struct {
 	HeaderTimeout time.Duration
 	// ServerID is the identity WELCOME names.
 	ServerID string
+	// Tokens, when set, turns authentication on: HELLO and RESUME must
+	// carry the token of a principal (docs/security.md), whose prefixes
+	// bound the keys it may acquire, describe and watch, and whose name is
+	// the account its sessions are charged to. Nil: off; a credential is
+	// then ignored, and a session is charged to its client's IP address.
+	Tokens Authenticator
+	// Rates limits each account's requests (every frame but PING and
+	// CLOSE); nil: no limit.
+	Rates *ratelimit.Rates
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -152,50 +169,19 @@ func (s *Server) Serve(nc net.Conn, got []byte) {
 		c.detach()
 		c.close()
 	}()
-	nc.SetReadDeadline(time.Now().Add(s.cfg.HeaderTimeout))
-	r := &reader{c: nc, buf: append(make([]byte, 0, initialRead), got...)}
-	if !r.readPreface() {
-		nc.Write([]byte{'-'})
+	r := c.begin(got)
+	if r == nil {
 		return
 	}
-	if !s.leading() {
-		c.send(s.notLeader())
-		return
-	}
-	var f Frame
-	if err := r.next(&f); err != nil {
-		c.refuseFrame(err)
-		return
-	}
-	if !c.open(&f) {
-		return
-	}
-	nc.SetReadDeadline(time.Time{})
 	for {
-		c.sess.beginBatch()
-		for {
-			err := r.parse(&f)
-			if errors.Is(err, errIncomplete) {
-				break
-			}
-			if err != nil {
-				c.sess.endBatch()
-				c.refuseFrame(err)
-				return
-			}
-			if !c.handle(&f) {
-				c.sess.endBatch()
-				return
-			}
-		}
-		c.sess.endBatch()
-		if err := r.fill(); err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
-				s.log.Debug("session connection ended", slog.String(logRemote, c.remote), slog.Any(logError, err))
-			}
+		if !c.batch(r) {
 			return
 		}
-		c.sess.live.Touch()
+		if err := r.fill(); err != nil {
+			c.ended(err)
+			return
+		}
+		c.sess.live.Load().Touch()
 	}
 }
 
@@ -232,6 +218,63 @@ func (s *Server) LeaderLost() {
 	}
 }
 
+// begin reads the preface and the first frame and opens or resumes the
+// session. It returns the connection's reader, or nil when the connection
+// ends. (Serve's loop is kept apart from it, and from batch, so that the
+// stack of an idle connection, parked in a read under Serve, stays small
+// enough for the garbage collector to shrink it.)
+func (c *conn) begin(got []byte) *reader {
+	nc := c.nc
+	nc.SetReadDeadline(time.Now().Add(c.s.cfg.HeaderTimeout))
+	r := &reader{c: nc, buf: append(make([]byte, 0, initialRead), got...)}
+	if !r.readPreface() {
+		nc.Write([]byte{'-'})
+		return nil
+	}
+	if !c.s.leading() {
+		c.send(c.s.notLeader())
+		return nil
+	}
+	if err := r.next(&r.f); err != nil {
+		c.refuseFrame(err)
+		return nil
+	}
+	if !c.open(&r.f) {
+		return nil
+	}
+	nc.SetReadDeadline(time.Time{})
+	return r
+}
+
+// batch handles the whole frames read so far, their answers held back to
+// leave in one write, and reports whether the connection goes on.
+func (c *conn) batch(r *reader) bool {
+	c.sess.beginBatch()
+	for {
+		err := r.parse(&r.f)
+		if errors.Is(err, errIncomplete) {
+			c.sess.endBatch()
+			return true
+		}
+		if err != nil {
+			c.sess.endBatch()
+			c.refuseFrame(err)
+			return false
+		}
+		if !c.handle(&r.f) {
+			c.sess.endBatch()
+			return false
+		}
+	}
+}
+
+// ended logs why a connection's read failed, unless it is the usual end.
+func (c *conn) ended(err error) {
+	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.s.log.Debug("session connection ended", slog.String(logRemote, c.remote), slog.Any(logError, err))
+	}
+}
+
 // initialRead is the read buffer of an idle connection, in bytes; it grows
 // for a larger frame and shrinks back after it.
 const initialRead = 512
@@ -241,6 +284,7 @@ type reader struct {
 	c   net.Conn
 	buf []byte // buf[off:] is unparsed
 	off int
+	f   Frame // the frame last parsed; its fields alias buf
 }
 
 // readPreface reads until the preface is whole and reports whether the
@@ -323,19 +367,28 @@ type conn struct {
 	sess   *sess // set once HELLO or RESUME succeeded
 
 	wmu     sync.Mutex
-	wbuf    []byte // written by the drainer
-	writing bool   // a drainer goroutine is writing
+	now     nowWriter // writes without waiting
+	wbuf    []byte    // written by the drainer
+	wframes int       // frames in wbuf (one partly written counts whole)
+	writing int       // frames the drainer is writing now
+	drainer bool      // a drainer goroutine is writing
 	dead    bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	return &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
+	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
+	c.now.init(nc)
+	return c
 }
 
-// send writes b without waiting: at once if the socket takes it all,
-// otherwise the rest goes to a goroutine that writes it under the header
-// timeout (a client that stops reading is cut).
-func (c *conn) send(b []byte) {
+// send writes one frame, b, as sendFrames does.
+func (c *conn) send(b []byte) { c.sendFrames(b, 1) }
+
+// sendFrames writes b, which holds frames frames, without waiting: at
+// once if the socket takes it all, otherwise the rest goes to a goroutine
+// that writes it under the header timeout (a client that stops reading is
+// cut). The frames not yet written count in backlog.
+func (c *conn) sendFrames(b []byte, frames int) {
 	if len(b) == 0 {
 		return
 	}
@@ -344,11 +397,12 @@ func (c *conn) send(b []byte) {
 	if c.dead {
 		return
 	}
-	if c.writing {
+	if c.drainer {
 		c.wbuf = append(c.wbuf, b...)
+		c.wframes += frames
 		return
 	}
-	n, err := writeNow(c.nc, b)
+	n, err := c.now.write(b)
 	if err != nil {
 		c.dead = true
 		c.nc.Close()
@@ -358,11 +412,19 @@ func (c *conn) send(b []byte) {
 		return
 	}
 	c.wbuf = append(c.wbuf[:0], b[n:]...)
-	c.writing = true
+	c.wframes = frames
+	c.drainer = true
 	if !c.s.group.Go(c.drain) {
 		c.dead = true
 		c.nc.Close()
 	}
+}
+
+// backlog returns how many frames sent to c have not reached its socket.
+func (c *conn) backlog() int {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.wframes + c.writing
 }
 
 // drain writes what send could not, until nothing is left.
@@ -371,8 +433,9 @@ func (c *conn) drain() {
 	for {
 		c.wmu.Lock()
 		buf, c.wbuf = c.wbuf, buf[:0]
+		c.writing, c.wframes = c.wframes, 0
 		if len(buf) == 0 || c.dead {
-			c.writing = false
+			c.drainer, c.writing = false, 0
 			c.wmu.Unlock()
 			return
 		}
@@ -380,7 +443,7 @@ func (c *conn) drain() {
 		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.HeaderTimeout))
 		if _, err := c.nc.Write(buf); err != nil {
 			c.wmu.Lock()
-			c.dead, c.writing = true, false
+			c.dead, c.drainer, c.writing = true, false, 0
 			c.wmu.Unlock()
 			c.nc.Close()
 			return
@@ -443,8 +506,8 @@ func (c *conn) hello(f *Frame) bool {
 		c.send(goodbye(CodeUnsupported, fmt.Sprintf("field %#02x is not supported in HELLO", tag)))
 		return false
 	}
-	if cred, _ := f.Get(TagCredential); len(cred) > 0 {
-		c.send(goodbye(CodeUnsupported, "this server takes no credential"))
+	p, account, ok := c.authenticate(f)
+	if !ok {
 		return false
 	}
 	name, _ := f.Get(TagName)
@@ -458,8 +521,8 @@ func (c *conn) hello(f *Frame) bool {
 	}
 	var secret [SecretLen]byte
 	rand.Read(secret[:])
-	s := &sess{srv: c.s, name: source, conn: c}
-	live, res, p := c.s.node.OpenSession(source, ttl, sha256.Sum256(secret[:]), c.remote, s)
+	s := &sess{srv: c.s, name: source, conn: c, principal: p, account: account}
+	live, res, pend := c.s.node.OpenSessionAs(account, source, ttl, sha256.Sum256(secret[:]), c.remote, s)
 	if res.Status == mutex.StatusUnavailable {
 		c.send(c.s.notLeader())
 		return false
@@ -468,13 +531,40 @@ func (c *conn) hello(f *Frame) bool {
 		c.send(goodbye(CodeBadRequest, "the session could not be opened: "+res.Status.String()))
 		return false
 	}
-	s.id, s.live = live.ID(), live
+	s.id = live.ID()
+	s.live.Store(live)
 	c.sess = s
 	fb := begin(nil, TypeWelcome, f.ID)
 	c.welcomeFields(&fb, s.id, secret[:], ttl)
-	s.queue(item{raw: fb.end(), pending: p})
+	s.queue(item{raw: fb.end(), pending: pend})
 	s.Flush()
 	return true
+}
+
+// authenticate checks the credential of f, a HELLO or RESUME, and returns
+// its principal and the account the session is charged to: the
+// principal's name, or without authentication the client's IP address. A
+// refusal has been answered with GOODBYE (unauthenticated, rate_limited).
+func (c *conn) authenticate(f *Frame) (*auth.Principal, string, bool) {
+	account := peerIP(c.nc)
+	var p *auth.Principal
+	if c.s.cfg.Tokens != nil {
+		cred, _ := f.Get(TagCredential)
+		var err error
+		if p, err = c.s.cfg.Tokens.Authenticate(cred); err != nil {
+			c.s.node.Refused(mutex.RefusedUnauthenticated)
+			c.s.log.Info("session authentication failed", slog.String(logRemote, c.remote))
+			c.send(goodbye(CodeUnauthenticated, "authentication failed"))
+			return nil, "", false
+		}
+		account = p.Name
+	}
+	if !c.s.cfg.Rates.Allow(account) {
+		c.s.node.Refused(mutex.RefusedRate)
+		c.send(goodbye(CodeRateLimited, "too many requests from "+account+"; try again later"))
+		return nil, "", false
+	}
+	return p, account, true
 }
 
 // welcomeFields adds what every WELCOME carries.
@@ -493,6 +583,20 @@ func (c *conn) resume(f *Frame) bool {
 		c.send(goodbye(CodeBadRequest, "RESUME needs a session and its secret, and nothing else"))
 		return false
 	}
+	principal, account, ok := c.authenticate(f)
+	if !ok {
+		return false
+	}
+	if c.s.cfg.Tokens != nil {
+		// A session is resumed by the principal that opened it only.
+		if owner, found := c.s.node.SessionAccount(id); found && owner != account {
+			c.s.node.Refused(mutex.RefusedUnauthenticated)
+			c.s.log.Info("session resumed by another principal", slog.String(logRemote, c.remote),
+				slog.String(logPrincipal, account))
+			c.send(goodbye(CodeUnauthenticated, "authentication failed"))
+			return false
+		}
+	}
 	var s *sess
 	var old *conn
 	live := c.s.node.Resume(id, sha256.Sum256(secret), c.remote, func(st mutex.SessionState, route mutex.Route, missed []mutex.Output) mutex.Route {
@@ -500,6 +604,7 @@ func (c *conn) resume(f *Frame) bool {
 		if s == nil {
 			s = &sess{srv: c.s, id: id, name: st.Name}
 		}
+		s.principal, s.account = principal, account
 		fb := begin(nil, TypeWelcome, f.ID)
 		c.welcomeFields(&fb, id, secret, st.TTL)
 		fb.u64(TagApplied, st.Applied)
@@ -540,7 +645,7 @@ func (c *conn) resume(f *Frame) bool {
 		c.send(goodbye(CodeUnknownSession, "no such session, or a wrong secret"))
 		return false
 	}
-	s.live = live
+	s.live.Store(live) // another connection's resume of the session may read it
 	c.sess = s
 	if old != nil && old != c {
 		old.send(goodbye(CodeSessionEnded, "the session was resumed on another connection"))
@@ -550,12 +655,25 @@ func (c *conn) resume(f *Frame) bool {
 	return true
 }
 
+// forbid refuses request id, for a key (or prefix) outside the
+// principal's.
+func (c *conn) forbid(id uint64, key string) {
+	c.s.node.Refused(mutex.RefusedForbidden)
+	c.sess.queueRaw(refused(nil, id, CodeForbidden, fmt.Sprintf("%s may not use %q", c.sess.account, key)))
+}
+
 // peerIP returns the IP address of c's peer, without the port.
 func peerIP(c net.Conn) string {
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		return a.IP.String()
 	}
 	return c.RemoteAddr().String()
+}
+
+// OverLimitGoodbye returns the GOODBYE over_limit that a connection the
+// server has no room for gets, after its preface.
+func OverLimitGoodbye() []byte {
+	return goodbye(CodeOverLimit, "the server has as many connections as it allows; try again later")
 }
 
 // goodbye returns a GOODBYE frame.
@@ -592,7 +710,7 @@ func clip(m string) string {
 // Tags each request may carry.
 var (
 	helloTags    = tagSet(TagName, TagTTL, TagCredential)
-	resumeTags   = tagSet(TagSession, TagSecret)
+	resumeTags   = tagSet(TagSession, TagSecret, TagCredential)
 	acquireTags  = tagSet(TagKey, TagWait, TagLease, TagDelay, TagMode, TagLimit, TagPriority, TagReentrant, TagOwner)
 	releaseTags  = tagSet(TagKey, TagToken)
 	renewTags    = tagSet(TagKey, TagToken, TagLease)
@@ -637,7 +755,12 @@ func (c *conn) handle(f *Frame) bool {
 		return false
 	}
 	if tag, ok := unknownField(f, allowed); ok {
-		s.queue(item{raw: refused(nil, f.ID, CodeUnsupported, fmt.Sprintf("field %#02x is not supported here", tag))})
+		s.queueRaw(unsupported(f.ID, tag))
+		return true
+	}
+	if f.Type != TypePing && f.Type != TypeClose && !c.s.cfg.Rates.Allow(s.account) {
+		c.s.node.Refused(mutex.RefusedRate)
+		s.queueRaw(refused(nil, f.ID, CodeRateLimited, "too many requests from "+s.account+"; try again later"))
 		return true
 	}
 	cmd := mutex.Command{Session: s.id, Request: f.ID}
@@ -647,28 +770,26 @@ func (c *conn) handle(f *Frame) bool {
 			c.flushThenSend(c.s.notLeader())
 			return false
 		}
-		s.queue(item{raw: okFrame(nil, f.ID)})
+		s.queueRaw(okFrame(nil, f.ID))
 		return true
 	case TypeWatch:
 		prefix, _ := f.Get(TagKey)
-		c.s.watch.add(&watch{s: s, id: f.ID, prefix: string(prefix)})
-		s.queue(item{raw: okFrame(nil, f.ID)})
-		return true
-	case TypeDescribe:
-		key, ok := f.Get(TagKey)
-		if !ok || mutex.ValidateKey(string(key)) != nil {
-			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, "DESCRIBE needs a key of 1 to 127 bytes")})
+		if c.s.cfg.Tokens != nil && !s.principal.MayWatch(string(prefix)) {
+			c.forbid(f.ID, string(prefix))
 			return true
 		}
-		if c.s.node.Linearize() != nil {
-			c.flushThenSend(c.s.notLeader())
-			return false
-		}
-		s.queue(item{raw: info(nil, f.ID, c.s.node.Describe(string(key)), c.s.node.Now())})
+		c.s.watch.add(&watch{s: s, id: f.ID, prefix: string(prefix)})
+		s.queueRaw(okFrame(nil, f.ID))
 		return true
+	case TypeDescribe:
+		return c.describe(f)
 	case TypeAcquire:
 		if msg := c.acquire(f, &cmd); msg != "" {
-			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, msg)})
+			s.queueRaw(refused(nil, f.ID, CodeBadRequest, msg))
+			return true
+		}
+		if c.s.cfg.Tokens != nil && !s.principal.MayUse(cmd.Key) {
+			c.forbid(f.ID, cmd.Key)
 			return true
 		}
 	case TypeRelease, TypeRenew:
@@ -682,18 +803,18 @@ func (c *conn) handle(f *Frame) bool {
 		key, okKey := f.Get(TagKey)
 		token, okToken := f.Uint(TagToken)
 		if !okKey || !okToken || mutex.ValidateKey(string(key)) != nil {
-			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, "a key of 1 to 127 bytes and a token are needed")})
+			s.queueRaw(refused(nil, f.ID, CodeBadRequest, "a key of 1 to 127 bytes and a token are needed"))
 			return true
 		}
 		cmd.Key, cmd.Token = string(key), token
 	case TypeCancel:
 		target, ok := f.Uint(TagTarget)
 		if !ok {
-			s.queue(item{raw: refused(nil, f.ID, CodeBadRequest, "CANCEL needs a target")})
+			s.queueRaw(refused(nil, f.ID, CodeBadRequest, "CANCEL needs a target"))
 			return true
 		}
 		if c.s.watch.cancel(s, target) {
-			s.queue(item{raw: okFrame(nil, f.ID)})
+			s.queueRaw(okFrame(nil, f.ID))
 			return true
 		}
 		cmd.Op, cmd.Target = mutex.OpCancel, target
@@ -715,6 +836,32 @@ func (c *conn) handle(f *Frame) bool {
 		s.closeAfterFlush()
 		return false
 	}
+	return true
+}
+
+// unsupported is the REFUSED of a request with a field tag the server
+// does not know.
+func unsupported(id uint64, tag Tag) []byte {
+	return refused(nil, id, CodeUnsupported, fmt.Sprintf("field %#02x is not supported here", tag))
+}
+
+// describe returns the answer to a DESCRIBE frame.
+func (c *conn) describe(f *Frame) bool {
+	s := c.sess
+	key, ok := f.Get(TagKey)
+	if !ok || mutex.ValidateKey(string(key)) != nil {
+		s.queueRaw(refused(nil, f.ID, CodeBadRequest, "DESCRIBE needs a key of 1 to 127 bytes"))
+		return true
+	}
+	if c.s.cfg.Tokens != nil && !s.principal.MayUse(string(key)) {
+		c.forbid(f.ID, string(key))
+		return true
+	}
+	if c.s.node.Linearize() != nil {
+		c.flushThenSend(c.s.notLeader())
+		return false
+	}
+	s.queueRaw(info(nil, f.ID, c.s.node.Describe(string(key)), c.s.node.Now()))
 	return true
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locking-center/locking-center/mutex"
 	"github.com/locking-center/locking-center/oneshot"
 	"github.com/locking-center/locking-center/store"
 )
@@ -569,5 +570,86 @@ func TestWatch(t *testing.T) {
 	pid := w.send(TypePing)
 	if f := w.expect(TypeOK); f.ID != pid {
 		t.Fatalf("after the cancel got a frame for id %d", f.ID)
+	}
+}
+
+// TestSlowReaderGetsEverythingInOrder has the server answer far more than
+// the sockets hold while the client reads nothing: the answers the socket
+// does not take at once go to the connection's drainer, and every one
+// arrives, whole and in order, once the client reads.
+func TestSlowReaderGetsEverythingInOrder(t *testing.T) {
+	e := start(t, envOptions{})
+	c := e.hello(t, "slow")
+	// Small buffers on both ends, so that the answers overflow them.
+	c.c.(*net.TCPConn).SetReadBuffer(4096)
+	e.session.mu.Lock()
+	for sc := range e.session.conns {
+		sc.nc.(*net.TCPConn).SetWriteBuffer(4096)
+	}
+	e.session.mu.Unlock()
+	const pings = 20_000 // 260 KB of OKs
+	var b []byte
+	for i := range pings {
+		b = append(b, frameOf(TypePing, uint64(2+i))...)
+	}
+	// The server reads the pings while the client does not read: its
+	// answers pile up behind the client's small window.
+	if _, err := c.c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	for i := range pings {
+		f := c.expect(TypeOK)
+		if f.ID != uint64(2+i) {
+			t.Fatalf("OK %d answers id %d, want %d", i, f.ID, 2+i)
+		}
+	}
+}
+
+// A watcher whose client stops reading loses its watch once it owes
+// maxWatchBacklog frames, counting those its connection has not yet
+// written, rather than making the server buffer all of them: it gets
+// REFUSED slow_consumer after at most that many events beyond what the
+// sockets hold, and no event of the watch after it.
+func TestWatchSlowConsumerDropped(t *testing.T) {
+	e := start(t, envOptions{})
+	w := e.hello(t, "watcher")
+	// A small send buffer keeps the kernel from holding most of them.
+	e.session.mu.Lock()
+	for sc := range e.session.conns {
+		sc.nc.(*net.TCPConn).SetWriteBuffer(4096)
+	}
+	e.session.mu.Unlock()
+	wid := w.send(TypeWatch)
+	w.expect(TypeOK)
+	const events = 2 * maxWatchBacklog
+	for range events / 2 {
+		if _, _, err := e.node.TryLock(mutex.Claim{Key: "slow", Source: "v1"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.node.Release("slow"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := 0
+	for {
+		f := w.read()
+		if f.ID != wid {
+			t.Fatalf("frame %#02x of id %d", uint8(f.Type), f.ID)
+		}
+		if f.Type == TypeRefused {
+			if code, _ := f.Uint(TagCode); Code(code) != CodeSlowConsumer {
+				t.Fatalf("REFUSED %v", Code(code))
+			}
+			break
+		}
+		if got++; got == events {
+			t.Fatalf("all %d events arrived: the watch was never dropped", got)
+		}
+	}
+	t.Logf("the watch was dropped after %d events", got)
+	e.node.TryLock(mutex.Claim{Key: "after", Source: "v1"})
+	pid := w.send(TypePing)
+	if f := w.expect(TypeOK); f.ID != pid {
+		t.Fatalf("a frame of id %d after the drop", f.ID)
 	}
 }

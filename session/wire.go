@@ -85,17 +85,17 @@ const (
 // SecretLen is the size of a session's resume secret.
 const SecretLen = 16
 
-// fixedSize is the value size of each tag of fixed size; variable tags are
-// absent.
-var fixedSize = map[Tag]int{
+// fixedSize is the value size of each tag of fixed size; 0 for the others.
+var fixedSize = [256]int{
 	TagTTL: 4, TagSession: 8, TagSecret: SecretLen, TagToken: 8, TagWait: 4, TagLease: 4, TagDelay: 4,
 	TagTarget: 8, TagCode: 1, TagQueue: 4, TagApplied: 8, TagLeft: 4, TagHeldFor: 4, TagKeepalive: 4,
 	TagRequest: 8, TagMode: 1, TagLimit: 4, TagPriority: 4, TagReentrant: 1, TagCount: 4,
 	TagEvent: 1, TagAt: 8,
 }
 
-// maxSize bounds the variable tags' values.
-var maxSize = map[Tag]int{
+// maxSize bounds the variable tags' values; 0 for the others, which
+// fixedSize bounds or which the server does not know.
+var maxSize = [256]int{
 	TagKey: 127, TagName: 127, TagCredential: 1024, TagServer: 255, TagMessage: 1024, TagOwner: 127, TagLeader: 255,
 	TagHeld: MaxFrame, TagParked: MaxFrame, TagHolder: MaxFrame,
 }
@@ -108,26 +108,30 @@ type Code uint8
 
 // Codes; see docs/protocol.md.
 const (
-	CodeBusy           Code = 1
-	CodeTimeout        Code = 2
-	CodeCancelled      Code = 3
-	CodeReset          Code = 4
-	CodeStaleToken     Code = 5
-	CodeDuplicate      Code = 6
-	CodeBadRequest     Code = 7
-	CodeUnsupported    Code = 8
-	CodeSessionEnded   Code = 9
-	CodeNotDurable     Code = 10
-	CodeLeaseExpired   Code = 11
-	CodeSessionExpired Code = 12
-	CodeProtocolError  Code = 13
-	CodeUnknownSession Code = 14
-	CodeShuttingDown   Code = 15
-	CodeDeadlock       Code = 16
-	CodeLimitMismatch  Code = 17
-	CodeUpgrade        Code = 18
-	CodeNotLeader      Code = 19
-	CodeSlowConsumer   Code = 20
+	CodeBusy            Code = 1
+	CodeTimeout         Code = 2
+	CodeCancelled       Code = 3
+	CodeReset           Code = 4
+	CodeStaleToken      Code = 5
+	CodeDuplicate       Code = 6
+	CodeBadRequest      Code = 7
+	CodeUnsupported     Code = 8
+	CodeSessionEnded    Code = 9
+	CodeNotDurable      Code = 10
+	CodeLeaseExpired    Code = 11
+	CodeSessionExpired  Code = 12
+	CodeProtocolError   Code = 13
+	CodeUnknownSession  Code = 14
+	CodeShuttingDown    Code = 15
+	CodeDeadlock        Code = 16
+	CodeLimitMismatch   Code = 17
+	CodeUpgrade         Code = 18
+	CodeNotLeader       Code = 19
+	CodeSlowConsumer    Code = 20
+	CodeUnauthenticated Code = 21
+	CodeForbidden       Code = 22
+	CodeRateLimited     Code = 23
+	CodeOverLimit       Code = 24
 )
 
 var codeNames = map[Code]string{
@@ -138,6 +142,8 @@ var codeNames = map[Code]string{
 	CodeProtocolError: "protocol_error", CodeUnknownSession: "unknown_session",
 	CodeShuttingDown: "shutting_down", CodeDeadlock: "deadlock", CodeLimitMismatch: "limit_mismatch",
 	CodeUpgrade: "upgrade", CodeNotLeader: "not_leader", CodeSlowConsumer: "slow_consumer",
+	CodeUnauthenticated: "unauthenticated", CodeForbidden: "forbidden", CodeRateLimited: "rate_limited",
+	CodeOverLimit: "over_limit",
 }
 
 // String returns the code's name, as docs/protocol.md spells it.
@@ -222,10 +228,10 @@ func parseFields(b []byte, out []Field) ([]Field, error) {
 		if size > len(b)-3 {
 			return nil, fmt.Errorf("%w: field %#02x runs past its frame", ErrProtocol, b[0])
 		}
-		if want, ok := fixedSize[tag]; ok && size != want {
+		if want := fixedSize[tag]; want != 0 && size != want {
 			return nil, fmt.Errorf("%w: field %#02x of %d bytes, want %d", ErrProtocol, b[0], size, want)
 		}
-		if limit, ok := maxSize[tag]; ok && size > limit {
+		if limit := maxSize[tag]; limit != 0 && size > limit {
 			return nil, fmt.Errorf("%w: field %#02x of %d bytes, at most %d", ErrProtocol, b[0], size, limit)
 		}
 		if seen[tag] && !listTag(tag) {

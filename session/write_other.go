@@ -4,6 +4,10 @@ package session
 
 import "net"
 
-// writeNow writes nothing where a socket cannot be written without
+// nowWriter writes nothing where a socket cannot be written without
 // waiting: the caller's goroutine does it all.
-func writeNow(net.Conn, []byte) (int, error) { return 0, nil }
+type nowWriter struct{}
+
+func (w *nowWriter) init(net.Conn) {}
+
+func (w *nowWriter) write([]byte) (int, error) { return 0, nil }

@@ -52,12 +52,14 @@
 //
 //	{"op":"release","at":1709294401123456789,"key":"b3JkZXJzL2JhdGNoLTc="}
 //
-// Field names: key, src (source), addr (remote address), owner, name (a
-// session's) and secret (the SHA-256 of a session's resume secret) are
-// byte strings in standard base64 with padding (RFC 4648 section 4), so that
-// any byte sequence, including invalid UTF-8, NUL and 0xFF, comes back
-// exactly; sess, req, target, ticket, token, floor, count, limit,
-// applied, sessions are unsigned integers; at, wait, lease, delay, ttl (durations
+// Field names: key, src (source), acct (the account charged for a lock, a
+// waiter or a session), addr (remote address), owner, name (a session's)
+// and secret (the SHA-256 of a session's resume secret) are byte strings
+// in standard base64 with padding (RFC 4648 section 4), so that any byte
+// sequence, including invalid UTF-8, NUL and 0xFF, comes back exactly;
+// sess, req, target, ticket, token, floor, count, limit, applied,
+// sessions, maxh and maxp (an acquire's caps of its account) are unsigned
+// integers; at, wait, lease, delay, ttl (durations
 // in nanoseconds), mode, prio, opened, lease_at, delay_at, wait_at (times
 // in Unix nanoseconds) are integers; try, reent, conn are booleans. A
 // field at its zero value is left out. A reader accepts the fields in any
@@ -178,28 +180,95 @@
 // carried commands are synced and before the revoke of a failed grant is,
 // that grant comes back as held, by a client that was told it failed.
 //
+// A write or fsync that fails because the volume is full (ENOSPC, or
+// EDQUOT: a disk quota is used up) gets one more chance. Once step 1 has
+// put the file back to its synced prefix, the Log copies its mirror (see
+// Compaction), applies the batch's commands to the copy, carried ones
+// first, and rewrites the log from the copy as a compaction does, whatever
+// the log's size. The new file is the snapshot of the table after the
+// batch: the smallest file that holds it, and one for which the rename
+// frees every block of the old log. Then:
+//
+//   - the rewrite succeeded, directory fsync included: the batch is
+//     durable. Its Pendings return nil, nothing is carried, and the copy is
+//     the mirror;
+//   - it failed before the rename: the batch fails as above and is
+//     carried; the old log and the mirror stay;
+//   - it failed at the directory fsync after the rename: the new file holds
+//     the batch, but the rename is not known to be on disk. The batch
+//     fails, the Log is broken (step 1 then includes a directory fsync), the
+//     copy is the mirror, and nothing is carried: the file holds the batch
+//     already, and writing it again would apply it twice.
+//
+// The rewrite keeps every guarantee of this section. No Pending of the
+// batch has returned before it, so nothing of the batch was acknowledged.
+// The new file depends on no byte that the failed write left behind: it is
+// written beside the log, synced, renamed into place and its directory
+// synced before anything is written after it, like every compaction. A
+// crash before the rename leaves the synced prefix, the table before the
+// batch; after it, the snapshot, the table after the batch; the table had
+// applied the batch already, so either is a state that a prefix of its
+// history made, as after an append. The snapshot is of the table the
+// synced prefix replays to with the batch applied in order, and the table
+// is deterministic, so it replays to exactly what the appended batch would
+// have: the same holders, tokens, sessions and counters. Its state record
+// carries the fencing token counter, so no token goes back.
+//
+// A rewrite needs at least one free block, even for a table that holds no
+// key: its state record keeps the counters of fencing tokens, tickets and
+// sessions, which must survive. On a volume that something else has filled
+// to the last block every batch therefore fails, releases included (they
+// take effect in the table all the same and are carried), until a block is
+// free again; then the first batch that does not fit as an append is
+// written by such a rewrite. The Log keeps its own volume from filling up
+// while it can compact (see Compaction).
+//
 // # Compaction
 //
 // The Log keeps a mirror of the table: after each batch is synced it
 // applies the batch's commands to a table of its own, which is therefore
 // always the table the synced file replays to. It estimates the size a
 // snapshot of that table would take (its records, at the size the last
-// compaction measured). After a batch, when the file is at least
-// Config.CompactMinSize and at least twice that estimate, the writer
-// rewrites it: it writes the mirror's snapshot (state, sessions, then key by
-// key its holders and waiters) to Path+".tmp", fsyncs it, renames it over
-// Path and fsyncs the directory, then appends to the new file. Path here is the resolved path
-// (see One process per file), so the rename replaces the log itself, never
-// a symbolic link to it. The compaction runs on the writer
-// goroutine between two batches, so appends wait for it and no change is
-// lost or reordered. A crash before the rename leaves the old log in place;
-// after it, the new one; both replay to the same table. A temp file left
-// by such a crash is never read: Open removes it. If the directory fsync
-// fails after the rename, the Log counts as broken (see Write failures) so
-// that nothing is acknowledged from the new file until the rename is known
-// to be on disk. Open also compacts, before serving, a log that has grown
-// past the threshold. locking_center_store_compactions_total counts
-// rewrites, including those of a recovery.
+// compaction measured). After a batch, when the file is at least twice that
+// estimate and either at least Config.CompactMinSize or on a volume that
+// runs low on space, the writer rewrites it: it writes the mirror's
+// snapshot (state, sessions, then key by key its holders and waiters) to
+// Path+".tmp", fsyncs it, renames it over Path and fsyncs the directory,
+// then appends to the new file. Path here is the resolved path (see One
+// process per file), so the rename replaces the log itself, never a
+// symbolic link to it. The compaction runs on the writer goroutine between
+// two batches, so appends wait for it and no change is lost or reordered. A
+// crash before the rename leaves the old log in place; after it, the new
+// one; both replay to the same table. A temp file left by such a crash is
+// never read: Open removes it. If the directory fsync fails after the
+// rename, the Log counts as broken (see Write failures) so that nothing is
+// acknowledged from the new file until the rename is known to be on disk.
+//
+// A volume runs low on space (FS.Free: statfs(2), the blocks that an
+// unprivileged process may still use) when the log, from 64 KiB on, takes
+// more room than is left, or when what is left would not hold two
+// snapshots and a 4 KiB block. Both are for a volume smaller than the
+// threshold, or one that fills up: a rewrite needs room for a snapshot
+// beside the old log, so it has to run while there is some. The first keeps
+// the log no larger than the room left beside it; the second keeps
+// room for the rewrite that follows a write on a full volume (see Write
+// failures). The Log asks for the free space only when the log may have
+// crossed either point since the last answer, that is after growing by a
+// quarter of the room that answer left before the nearer one (a snapshot
+// grows by about a record when the log does, so no point comes more than
+// three times as fast), and again after each compaction: on a roomy volume,
+// about once per compaction. A compaction that fails leaves the old log in
+// use; it is tried again once the log has grown by the threshold, or, when
+// it failed for lack of space, as soon as the free space holds a snapshot
+// (the Log then asks after each batch), so that the log does not take the
+// room that comes free before it can compact.
+//
+// Open also compacts, before serving, a log that is at least twice the
+// size of its snapshot and at least the threshold or 64 KiB, whichever is
+// smaller, so that a restart shrinks a log that a large threshold let grow.
+// It logs a warning when the volume has less free space than the
+// threshold. locking_center_store_compactions_total counts rewrites,
+// including those of a recovery and of a full volume.
 //
 // # One process per file
 //

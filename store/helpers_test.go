@@ -253,6 +253,12 @@ type faults struct {
 	truncates int  // Truncate
 	opens     int  // OpenFile
 	partial   bool // a failing WriteAt writes the first half of its bytes
+	// err is what a failing call returns; nil means errInjected.
+	err error
+	// writePlan and syncPlan, when set, decide the next WriteAt and Sync
+	// calls of any file in turn, whatever suffix says: true fails the
+	// call. Past their end, writes and syncs count as before.
+	writePlan, syncPlan []bool
 	// suffix, when set, limits the failures to files whose name ends so.
 	suffix string
 	// gate, when set, holds every Sync: Sync sends on entered, then
@@ -278,10 +284,23 @@ func (fl *faults) take(n *int) bool {
 	return false
 }
 
-// openFile is the Config.OpenFile of the plan.
-func (fl *faults) openFile(name string, flag int, perm os.FileMode) (File, error) {
+// failure returns the error of a failing call.
+func (fl *faults) failure() error {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if fl.err != nil {
+		return fl.err
+	}
+	return errInjected
+}
+
+// faults is a Config.FS: the operating system's, with the failures it
+// plans.
+var _ FS = (*faults)(nil)
+
+func (fl *faults) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	if fl.take(&fl.opens) {
-		return nil, &os.PathError{Op: "open", Path: name, Err: errInjected}
+		return nil, &os.PathError{Op: "open", Path: name, Err: fl.failure()}
 	}
 	f, err := os.OpenFile(name, flag, perm)
 	if err != nil {
@@ -290,22 +309,35 @@ func (fl *faults) openFile(name string, flag int, perm os.FileMode) (File, error
 	return &faultFile{File: f, fl: fl, name: name}, nil
 }
 
+func (fl *faults) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
+
+func (fl *faults) Remove(name string) error { return os.Remove(name) }
+
+func (fl *faults) Free(dir string) (int64, error) { return osFS{}.Free(dir) }
+
 type faultFile struct {
 	File
 	fl   *faults
 	name string
 }
 
-// fail reports whether this call, counted by n, fails.
-func (f *faultFile) fail(n *int) bool {
+// fail reports whether this call, counted by n, fails; plan, when it is
+// not empty, decides instead.
+func (f *faultFile) fail(plan *[]bool, n *int) bool {
 	f.fl.mu.Lock()
 	suffix := f.fl.suffix
+	if plan != nil && len(*plan) > 0 {
+		fail := (*plan)[0]
+		*plan = (*plan)[1:]
+		f.fl.mu.Unlock()
+		return fail
+	}
 	f.fl.mu.Unlock()
 	return strings.HasSuffix(f.name, suffix) && f.fl.take(n)
 }
 
 func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
-	if f.fail(&f.fl.writes) {
+	if f.fail(&f.fl.writePlan, &f.fl.writes) {
 		f.fl.mu.Lock()
 		partial := f.fl.partial
 		f.fl.mu.Unlock()
@@ -313,7 +345,7 @@ func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
 		if partial {
 			n, _ = f.File.WriteAt(p[:len(p)/2], off)
 		}
-		return n, errInjected
+		return n, f.fl.failure()
 	}
 	return f.File.WriteAt(p, off)
 }
@@ -326,15 +358,15 @@ func (f *faultFile) Sync() error {
 		entered <- struct{}{}
 		<-proceed
 	}
-	if f.fail(&f.fl.syncs) {
-		return errInjected
+	if f.fail(&f.fl.syncPlan, &f.fl.syncs) {
+		return f.fl.failure()
 	}
 	return f.File.Sync()
 }
 
 func (f *faultFile) Truncate(size int64) error {
-	if f.fail(&f.fl.truncates) {
-		return errInjected
+	if f.fail(nil, &f.fl.truncates) {
+		return f.fl.failure()
 	}
 	return f.File.Truncate(size)
 }

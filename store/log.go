@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,16 @@ import (
 
 // DefaultCompactMinSize is the default of Config.CompactMinSize: 1 MiB.
 const DefaultCompactMinSize = 1 << 20
+
+// compactFloor is the size in bytes from which a log that is at least
+// twice the size of its snapshot is compacted below Config.CompactMinSize:
+// at Open, and when it takes more room than is left on its volume.
+const compactFloor = 64 << 10
+
+// spareBlock is the room, in bytes, that the Log wants left on its volume
+// beside two snapshots of its table: a block of a common file system. See
+// lowOnSpace.
+const spareBlock = 4 << 10
 
 // Files beside the log, and the mode of the files the Log creates.
 const (
@@ -52,6 +63,8 @@ const (
 	logOffset    = "offset"
 	logTemp      = "temp"
 	logTook      = "took"
+	logFree      = "free_bytes"
+	logMinSize   = "compact_min_size"
 )
 
 // Config configures a Log.
@@ -62,8 +75,12 @@ type Config struct {
 	// files are made beside the file it resolves to, and compaction renames
 	// within that file's directory.
 	Path string
-	// CompactMinSize is the size in bytes below which the log is never
-	// compacted. Zero means DefaultCompactMinSize (1 MiB).
+	// CompactMinSize is the size in bytes from which the log is compacted
+	// once it is twice the size of a snapshot of its table. Zero means
+	// DefaultCompactMinSize (1 MiB). Below it the log is still compacted
+	// at Open from 64 KiB on, when its volume runs low on space, and when
+	// a write finds the volume full (see the package documentation,
+	// Compaction and Write failures).
 	CompactMinSize int64
 	// Logger receives the log's messages; nil discards them.
 	Logger *slog.Logger
@@ -71,8 +88,9 @@ type Config struct {
 	// locking_center_store_compactions_total; nil registers neither.
 	// Close unregisters them.
 	Registerer prometheus.Registerer
-	// OpenFile opens the log and its temp file; nil means os.OpenFile.
-	OpenFile OpenFileFunc
+	// FS holds the log's files; nil means the operating system's. Tests
+	// supply one that fails on demand or that simulates a power loss.
+	FS FS
 }
 
 // Validate reports a configuration that cannot work.
@@ -100,7 +118,7 @@ type Stats struct {
 type Log struct {
 	path, dir string
 	minSize   int64
-	open      OpenFileFunc
+	fs        FS
 	log       *slog.Logger
 	reg       prometheus.Registerer // where the counters are registered, or nil
 	lock      *os.File
@@ -129,6 +147,8 @@ type Log struct {
 	broken       error           // set: the file must be recovered before a write
 	dirPending   bool            // a rename is not yet known to be on disk
 	nextCompact  int64           // no compaction before the log reaches this size
+	spaceCheck   int64           // no free-space check before the log reaches this size
+	roomWait     bool            // a compaction found no room: none until the volume has it
 	spareBuf     []byte
 	spareChanges []mutex.Command
 	lastBatch    int           // commands in the last batch
@@ -191,7 +211,7 @@ func Open(cfg Config) (*Log, *mutex.Table, error) {
 		path:       path,
 		dir:        filepath.Dir(path),
 		minSize:    cfg.CompactMinSize,
-		open:       cfg.OpenFile,
+		fs:         cfg.FS,
 		log:        cfg.Logger,
 		mirror:     mutex.NewTable(),
 		recordSize: defaultRecordSize,
@@ -210,8 +230,8 @@ func Open(cfg Config) (*Log, *mutex.Table, error) {
 	if l.minSize == 0 {
 		l.minSize = DefaultCompactMinSize
 	}
-	if l.open == nil {
-		l.open = osOpenFile
+	if l.fs == nil {
+		l.fs = osFS{}
 	}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
@@ -237,7 +257,7 @@ func (l *Log) start(reg prometheus.Registerer) error {
 		return err
 	}
 	tmp := l.path + tmpSuffix
-	if err := os.Remove(tmp); err == nil {
+	if err := l.fs.Remove(tmp); err == nil {
 		l.log.Warn("removed a temp file left by an interrupted compaction", slog.String(logTemp, tmp))
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("store: remove stale temp file: %w", err)
@@ -286,14 +306,19 @@ func (l *Log) start(reg prometheus.Registerer) error {
 		}
 		l.reg = reg
 	}
-	l.maybeCompact()
+	l.maybeCompact(min(l.minSize, compactFloor))
+	if free, err := l.fs.Free(l.dir); err == nil && free < l.minSize {
+		l.log.Warn("the volume of the write-ahead log has less free space than the log's compaction threshold: "+
+			"the log is compacted whenever the volume runs low, and changes fail while it is full",
+			slog.Int64(logFree, free), slog.Int64(logMinSize, l.minSize))
+	}
 	return nil
 }
 
 // openLog opens the log file, creating it when missing; a new file's
 // directory entry is synced before anything is written to it.
 func (l *Log) openLog() error {
-	f, err := l.open(l.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, filePerm)
+	f, err := l.fs.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, filePerm)
 	if err == nil {
 		l.f = f
 		if err := l.syncDir(); err != nil {
@@ -304,7 +329,7 @@ func (l *Log) openLog() error {
 	if !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("store: create log: %w", err)
 	}
-	if l.f, err = l.open(l.path, os.O_RDWR, filePerm); err != nil {
+	if l.f, err = l.fs.OpenFile(l.path, os.O_RDWR, filePerm); err != nil {
 		return fmt.Errorf("store: open log: %w", err)
 	}
 	return nil
@@ -466,7 +491,8 @@ func (l *Log) flush() {
 
 // commit writes and syncs data, the records of changes, after the
 // commands carried from failed batches, and applies them to the mirror. A
-// failed write leaves the file to be recovered and carries the batch on.
+// failed write leaves the file to be recovered and carries the batch on,
+// unless the file holds the batch all the same (see afterWriteFailure).
 func (l *Log) commit(data []byte, changes []mutex.Command) error {
 	if len(l.carry) > 0 {
 		var pre []byte
@@ -480,27 +506,64 @@ func (l *Log) commit(data []byte, changes []mutex.Command) error {
 	if err != nil {
 		err = l.recover()
 	}
+	written := false
 	if err == nil {
-		if err = l.writeSync(data); err != nil {
-			l.broken = err
-			if rerr := l.recover(); rerr != nil {
-				l.log.Error("write-ahead log not recovered; changes fail until it is", slog.Any(logError, rerr))
-			}
+		if err = l.writeSync(data); err == nil {
+			written = true
+			applyAll(l.mirror, changes)
+		} else {
+			written, err = l.afterWriteFailure(changes, err)
 		}
 	}
-	if err != nil {
+	if !written {
 		l.carry = slices.Clone(changes)
 		return err
 	}
 	l.carry = nil
-	for i := range changes {
-		l.mirror.Apply(&changes[i])
-		l.mirror.TakeEvents()
+	if err != nil {
+		return err
 	}
 	l.stats.batches.Add(1)
 	l.stats.changes.Add(uint64(len(changes)))
-	l.maybeCompact()
+	l.maybeCompact(l.minSize)
 	return nil
+}
+
+// applyAll applies cmds to t, in order, and drops their events.
+func applyAll(t *mutex.Table, cmds []mutex.Command) {
+	for i := range cmds {
+		t.Apply(&cmds[i])
+		t.TakeEvents()
+	}
+}
+
+// afterWriteFailure puts the file back into a known state after the write
+// or fsync of a batch, whose commands are changes (carried ones first),
+// failed with err. When err says the volume is full, it then rewrites the
+// log from a copy of the mirror with changes applied: the snapshot of the
+// table after the batch, the smallest file that holds it. It reports
+// whether the file now holds the batch, and the batch's error: nil when
+// the rewrite made it durable; the rewrite's error when the rewrite was
+// renamed into place but its directory could not be synced (the Log is
+// then broken, see Write failures); err otherwise.
+func (l *Log) afterWriteFailure(changes []mutex.Command, err error) (bool, error) {
+	l.broken = err
+	if rerr := l.recover(); rerr != nil {
+		l.log.Error("write-ahead log not recovered; changes fail until it is", slog.Any(logError, rerr))
+		return false, err
+	}
+	if !isNoSpace(err) {
+		return false, err
+	}
+	next := l.mirror.Clone()
+	applyAll(next, changes)
+	if cerr := l.compact(next, "to make room on a full volume"); cerr != nil {
+		if l.mirror == next {
+			return true, cerr
+		}
+		return false, err
+	}
+	return true, nil
 }
 
 // writeSync appends data at the end of the log and fsyncs it.
@@ -534,7 +597,7 @@ func (l *Log) recover() error {
 		return nil
 	}
 	l.log.Warn("truncating the write-ahead log failed; rewriting it", slog.Any(logError, err))
-	if err := l.rewrite(); err != nil {
+	if err := l.rewrite(l.mirror); err != nil {
 		return err
 	}
 	l.broken = nil
@@ -546,52 +609,104 @@ func (l *Log) snapshotSize() int64 {
 	return stateRecordSize + int64(l.mirror.Records()-1)*l.recordSize
 }
 
-// maybeCompact rewrites the log when it has reached the minimum size and
-// twice the size a snapshot of its table would take. A failed compaction
-// leaves the old log in use and is tried again once the log has grown by
-// the minimum size.
-func (l *Log) maybeCompact() {
-	if l.size < l.minSize || l.size < 2*l.snapshotSize() || l.size < l.nextCompact {
+// maybeCompact rewrites the log when it is at least twice the size a
+// snapshot of its table would take and either has reached minSize or
+// its volume runs low on space. A failed compaction leaves the old log in
+// use. It is tried again once the log has grown by the minimum size; one
+// that failed for lack of space, as soon as the volume has room for it.
+func (l *Log) maybeCompact(minSize int64) {
+	if l.size < 2*l.snapshotSize() || l.size < l.nextCompact || l.roomWait && !l.roomForRewrite() {
 		return
 	}
+	if l.size < minSize && !l.lowOnSpace() {
+		return
+	}
+	if err := l.compact(l.mirror, ""); err != nil {
+		if l.roomWait = isNoSpace(err); !l.roomWait {
+			l.nextCompact = l.size + l.minSize
+		}
+	}
+}
+
+// roomForRewrite reports whether the volume has room for a snapshot of
+// the mirror, in whole blocks, or cannot tell.
+func (l *Log) roomForRewrite() bool {
+	free, err := l.fs.Free(l.dir)
+	return err != nil || free >= (l.snapshotSize()+spareBlock-1)/spareBlock*spareBlock
+}
+
+// compact rewrites the log from t and logs the outcome, with why after
+// what it did. A failed directory fsync after the rename breaks the Log
+// (see Write failures).
+func (l *Log) compact(t *mutex.Table, why string) error {
 	before := l.size
-	if err := l.rewrite(); err != nil {
+	if err := l.rewrite(t); err != nil {
 		if l.dirPending {
 			l.broken = err
 		}
-		l.nextCompact = l.size + l.minSize
-		l.log.Warn("write-ahead log compaction failed", slog.Any(logError, err))
-		return
+		l.log.Warn(strings.TrimSpace("write-ahead log compaction failed "+why), slog.Any(logError, err))
+		return err
 	}
-	l.log.Info("write-ahead log compacted", slog.Int64(logFromBytes, before),
+	l.log.Info(strings.TrimSpace("write-ahead log compacted "+why), slog.Int64(logFromBytes, before),
 		slog.Int64(logBytes, l.size), slog.Int(logKeys, l.mirror.Len()))
+	return nil
 }
 
-// rewrite writes a snapshot of the mirror to Path+".tmp", fsyncs it,
-// renames it over the log and fsyncs the directory; the Log then appends
-// to the new file.
-// Before the rename a failure leaves the old log in use. A failed directory
-// fsync after it sets dirPending and returns the error.
-func (l *Log) rewrite() error {
+// lowOnSpace reports whether the volume of the log runs low on space: the
+// log, from compactFloor on, takes more room than is left, or what is
+// left would not hold two snapshots of its table and a block. Past either
+// point the volume could fill up before the log reaches its threshold,
+// and then no compaction could run, since a rewrite needs room for a
+// snapshot beside the old log. The file system is asked only when the log
+// may have crossed a point since the last answer: growing by a quarter of
+// the room that answer left before the nearer one cannot (a snapshot
+// grows by about a record when the log does, so the second point comes
+// no more than three times as fast).
+func (l *Log) lowOnSpace() bool {
+	if l.size < l.spaceCheck {
+		return false
+	}
+	free, err := l.fs.Free(l.dir)
+	if err != nil {
+		l.spaceCheck = l.size + l.minSize // the file system cannot tell now
+		return false
+	}
+	room := free - 2*l.snapshotSize() - spareBlock
+	if l.size >= compactFloor {
+		room = min(room, free-l.size)
+	}
+	if room < 0 {
+		return true
+	}
+	l.spaceCheck = l.size + max(room/4, 1)
+	return false
+}
+
+// rewrite writes a snapshot of t to Path+".tmp", fsyncs it, renames it
+// over the log and fsyncs the directory; the Log then appends to the new
+// file, and t, which that file replays to, is its mirror. Before the
+// rename a failure leaves the old log and the mirror in use. A failed
+// directory fsync after it sets dirPending and returns the error.
+func (l *Log) rewrite(t *mutex.Table) error {
 	tmp := l.path + tmpSuffix
-	f, err := l.open(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, filePerm)
+	f, err := l.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, filePerm)
 	if err != nil {
 		return fmt.Errorf("store: compact: %w", err)
 	}
-	size, records, err := writeSnapshot(f, l.mirror)
+	size, records, err := writeSnapshot(f, t)
 	if err == nil {
 		if err = f.Sync(); err == nil {
 			l.stats.syncs.Add(1)
-			err = os.Rename(tmp, l.path)
+			err = l.fs.Rename(tmp, l.path)
 		}
 	}
 	if err != nil {
 		f.Close()
-		os.Remove(tmp)
+		l.fs.Remove(tmp)
 		return fmt.Errorf("store: compact %s: %w", l.path, err)
 	}
 	old := l.f
-	l.f, l.size, l.nextCompact = f, size, 0
+	l.f, l.size, l.mirror, l.nextCompact, l.spaceCheck, l.roomWait = f, size, t, 0, 0, false
 	if records > 1 {
 		l.recordSize = max((size-stateRecordSize)/int64(records-1), 1)
 	}

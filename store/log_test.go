@@ -28,7 +28,7 @@ func TestAppendSurvivesReopen(t *testing.T) {
 func TestGroupCommit(t *testing.T) {
 	fl := &faults{}
 	path := tempLogPath(t)
-	l, _ := openLog(t, path, Config{OpenFile: fl.openFile})
+	l, _ := openLog(t, path, Config{FS: fl})
 	syncs := l.Stats().Syncs // the directory's, for the new file
 	entered, proceed := make(chan struct{}), make(chan struct{})
 	fl.set(func(fl *faults) { fl.entered, fl.proceed = entered, proceed })
@@ -98,7 +98,7 @@ func TestWriteFailure(t *testing.T) {
 			fl := &faults{}
 			reg := prometheus.NewRegistry()
 			path := tempLogPath(t)
-			l, _ := openLog(t, path, Config{OpenFile: fl.openFile, Registerer: reg})
+			l, _ := openLog(t, path, Config{FS: fl, Registerer: reg})
 			before := []mutex.Command{acquire("held", "s", "a", epoch), acquire("to-release", "s", "a", epoch)}
 			mustAppend(t, l, before...)
 
@@ -129,7 +129,7 @@ func TestBrokenUntilRecovered(t *testing.T) {
 	fl := &faults{}
 	reg := prometheus.NewRegistry()
 	path := tempLogPath(t)
-	l, _ := openLog(t, path, Config{OpenFile: fl.openFile, Registerer: reg})
+	l, _ := openLog(t, path, Config{FS: fl, Registerer: reg})
 	mustAppend(t, l, acquire("a", "s", "a", epoch))
 	fl.set(func(fl *faults) { fl.writes, fl.truncates, fl.opens = 1, 3, 3 })
 	for i := range 3 {
@@ -161,39 +161,50 @@ func churn(name string, n int) []mutex.Command {
 }
 
 // A compaction that fails before its rename leaves the old log in use,
-// removes its temp file and counts no write error.
+// removes its temp file and counts no write error. Each command is a batch
+// of its own, so that the compaction after each is known.
 func TestCompactionFailureKeepsLog(t *testing.T) {
 	fl := &faults{}
 	reg := prometheus.NewRegistry()
 	path := tempLogPath(t)
-	l, _ := openLog(t, path, Config{OpenFile: fl.openFile, Registerer: reg, CompactMinSize: 1})
+	l, _ := openLog(t, path, Config{FS: fl, Registerer: reg, CompactMinSize: 1})
 	var all []mutex.Command
 	add := func(cmds ...mutex.Command) {
 		t.Helper()
-		mustAppend(t, l, cmds...)
-		all = append(all, cmds...)
+		for _, c := range cmds {
+			mustAppend(t, l, c)
+			all = append(all, c)
+		}
+	}
+	pending := func() int {
+		fl.mu.Lock()
+		defer fl.mu.Unlock()
+		return fl.opens + fl.writes
 	}
 	add(acquire("kept", "s", "a", epoch))
-	fl.set(func(fl *faults) { fl.opens = 1 }) // the temp file cannot be created
-	add(churn("x", 5)...)
-	if _, err := os.Stat(path + tmpSuffix); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("temp file after a failed compaction: %v", err)
-	}
-	fl.set(func(fl *faults) { fl.writes, fl.suffix = 1, tmpSuffix }) // the temp file cannot be written
-	add(append([]mutex.Command{acquire("y", "s", "a", epoch)}, churn("z", 5)...)...)
-	if _, err := os.Stat(path + tmpSuffix); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("temp file after a failed compaction: %v", err)
-	}
-	fl.mu.Lock()
-	unused := fl.opens + fl.writes
-	fl.mu.Unlock()
-	if st := l.Stats(); unused != 0 || st.Compactions != 0 || st.WriteErrors != 0 {
-		t.Fatalf("stats %+v with %d faults not reached; want both compactions tried and failed", st, unused)
+	for i, inject := range []func(*faults){
+		func(fl *faults) { fl.opens = 1 },                        // the temp file cannot be created
+		func(fl *faults) { fl.writes, fl.suffix = 1, tmpSuffix }, // the temp file cannot be written
+	} {
+		fl.set(inject)
+		cmds := churn(fmt.Sprint("x", i, "/"), 50)
+		for j := 0; pending() > 0; j++ {
+			if j == len(cmds) {
+				t.Fatalf("fault %d: no compaction was tried", i)
+			}
+			add(cmds[j])
+		}
+		if _, err := os.Stat(path + tmpSuffix); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("fault %d: temp file after a failed compaction: %v", i, err)
+		}
+		if st := l.Stats(); st.Compactions != 0 || st.WriteErrors != 0 {
+			t.Fatalf("fault %d: stats %+v; want the compaction failed and no write error", i, st)
+		}
 	}
 	if v, _ := counterValue(t, reg, metricWriteErrors); v != 0 {
 		t.Fatalf("a failed compaction counted %v write errors", v)
 	}
-	add(churn("w", 5)...)
+	add(churn("w", 1)...)
 	if got := l.Stats().Compactions; got != 1 {
 		t.Fatalf("%d compactions once the faults are gone, want 1", got)
 	}
@@ -343,7 +354,7 @@ func TestAppendRefused(t *testing.T) {
 func TestDirSyncFailureAfterRename(t *testing.T) {
 	fl := &faults{}
 	path := tempLogPath(t)
-	l, _ := openLog(t, path, Config{OpenFile: fl.openFile, CompactMinSize: 1})
+	l, _ := openLog(t, path, Config{FS: fl, CompactMinSize: 1})
 	mustAppend(t, l, acquire("kept", "s", "a", epoch))
 	// The compaction's, then the recovery's and its rewrite's.
 	fl.set(func(fl *faults) { fl.syncs, fl.suffix = 3, filepath.Dir(path) })

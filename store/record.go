@@ -133,6 +133,7 @@ func appendCommand(b []byte, c *mutex.Command) []byte {
 	e.b = strconv.AppendInt(e.b, c.At.UnixNano(), 10)
 	e.bytes("key", c.Key)
 	e.bytes("src", c.Source)
+	e.bytes("acct", c.Account)
 	e.bytes("addr", c.RemoteAddr)
 	e.uint("sess", c.Session)
 	e.uint("req", c.Request)
@@ -151,6 +152,8 @@ func appendCommand(b []byte, c *mutex.Command) []byte {
 	e.bool("reent", c.Reentrant)
 	e.bytes("owner", c.Owner)
 	e.bool("conn", c.ConnBound)
+	e.uint("maxh", uint64(c.MaxHeld))
+	e.uint("maxp", uint64(c.MaxParked))
 	if c.SecretHash != ([mutex.SecretHashLen]byte{}) {
 		e.bytes("secret", string(c.SecretHash[:]))
 	}
@@ -171,6 +174,7 @@ func appendState(b []byte, r *mutex.Record) []byte {
 		e.open(opSession)
 		e.uint("sess", r.Session)
 		e.bytes("name", r.Name)
+		e.bytes("acct", r.Account)
 		e.int("ttl", int64(r.TTL))
 		e.bytes("secret", string(r.SecretHash[:]))
 		e.time("opened", r.Opened)
@@ -186,6 +190,7 @@ func appendState(b []byte, r *mutex.Record) []byte {
 		e.bytes("key", r.Key)
 		e.uint("token", r.Token)
 		e.bytes("src", r.Source)
+		e.bytes("acct", r.Account)
 		e.bytes("addr", r.RemoteAddr)
 		e.time("at", r.Acquired)
 		e.uint("sess", r.Session)
@@ -203,6 +208,7 @@ func appendState(b []byte, r *mutex.Record) []byte {
 		e.bytes("key", r.Key)
 		e.uint("ticket", r.Ticket)
 		e.bytes("src", r.Source)
+		e.bytes("acct", r.Account)
 		e.bytes("addr", r.RemoteAddr)
 		e.time("at", r.QueuedAt)
 		e.uint("sess", r.Session)
@@ -267,8 +273,9 @@ type fields struct {
 	Op                                  string
 	At                                  *int64
 	Key, Src, Addr, Owner, Name, Secret []byte
+	Acct                                []byte
 	Sess, Req, Target, Ticket, Token    uint64
-	Floor                               uint64
+	Floor, MaxH, MaxP                   uint64
 	Count, Limit, Applied, Sessions     uint64
 	Try, Reent, Conn                    bool
 	Wait, Lease, Delay, TTL, Mode, Prio int64
@@ -285,12 +292,15 @@ type fieldsJSON struct {
 	Owner    []byte `json:"owner"`
 	Name     []byte `json:"name"`
 	Secret   []byte `json:"secret"`
+	Acct     []byte `json:"acct"`
 	Sess     uint64 `json:"sess"`
 	Req      uint64 `json:"req"`
 	Target   uint64 `json:"target"`
 	Ticket   uint64 `json:"ticket"`
 	Token    uint64 `json:"token"`
 	Floor    uint64 `json:"floor"`
+	MaxH     uint64 `json:"maxh"`
+	MaxP     uint64 `json:"maxp"`
 	Count    uint64 `json:"count"`
 	Limit    uint64 `json:"limit"`
 	Applied  uint64 `json:"applied"`
@@ -331,6 +341,7 @@ func decodePayload(p []byte, sum uint32) (item, error) {
 func (f *fields) item() (item, error) {
 	bad := func(why string) (item, error) { return item{}, fmt.Errorf("%w: %s", errPayload, why) }
 	if f.Mode < 0 || f.Mode > int64(mutex.Shared) || f.Limit > math.MaxUint32 || f.Count > math.MaxUint32 ||
+		f.MaxH > math.MaxUint32 || f.MaxP > math.MaxUint32 ||
 		f.Prio < math.MinInt32 || f.Prio > math.MaxInt32 {
 		return bad("a field is out of range")
 	}
@@ -362,7 +373,7 @@ func (f *fields) item() (item, error) {
 			if f.Sess == 0 {
 				return bad("a session without an id")
 			}
-			r = mutex.Record{Kind: mutex.RecordSession, Session: f.Sess, Name: string(f.Name),
+			r = mutex.Record{Kind: mutex.RecordSession, Session: f.Sess, Name: string(f.Name), Account: string(f.Acct),
 				TTL: time.Duration(f.TTL), Opened: at(f.Opened), Applied: f.Applied}
 			copy(r.SecretHash[:], f.Secret)
 		case opKey:
@@ -373,6 +384,7 @@ func (f *fields) item() (item, error) {
 				return bad("a holder without a token")
 			}
 			r = mutex.Record{Kind: mutex.RecordHolder, Key: string(f.Key), Token: f.Token, Source: string(f.Src),
+				Account:    string(f.Acct),
 				RemoteAddr: string(f.Addr), Acquired: at(derefOr(f.At)), Session: f.Sess, Request: f.Req,
 				Mode: mutex.Mode(f.Mode), Count: uint32(max(f.Count, 1)), Owner: string(f.Owner),
 				LeaseFor: time.Duration(f.Lease), LeaseAt: at(f.LeaseAt), DelayFor: time.Duration(f.Delay)}
@@ -381,6 +393,7 @@ func (f *fields) item() (item, error) {
 				return bad("a waiter without a ticket")
 			}
 			r = mutex.Record{Kind: mutex.RecordWaiter, Key: string(f.Key), Ticket: f.Ticket, Source: string(f.Src),
+				Account:    string(f.Acct),
 				RemoteAddr: string(f.Addr), QueuedAt: at(derefOr(f.At)), Session: f.Sess, Request: f.Req,
 				Mode: mutex.Mode(f.Mode), Limit: uint32(f.Limit), Owner: string(f.Owner),
 				LeaseFor: time.Duration(f.Lease), DelayFor: time.Duration(f.Delay), Priority: int32(f.Prio),
@@ -406,7 +419,7 @@ func (f *fields) item() (item, error) {
 		Token: f.Token, Floor: f.Floor, Try: f.Try, Wait: time.Duration(f.Wait), Lease: time.Duration(f.Lease),
 		Delay: time.Duration(f.Delay), TTL: time.Duration(f.TTL), Mode: mutex.Mode(f.Mode),
 		Limit: uint32(f.Limit), Priority: int32(f.Prio), Reentrant: f.Reent, Owner: string(f.Owner),
-		ConnBound: f.Conn}
+		ConnBound: f.Conn, Account: string(f.Acct), MaxHeld: uint32(f.MaxH), MaxParked: uint32(f.MaxP)}
 	copy(c.SecretHash[:], f.Secret)
 	switch op {
 	case mutex.OpAcquire, mutex.OpRelease, mutex.OpRenew, mutex.OpRevoke, mutex.OpResetKey:
@@ -469,7 +482,7 @@ func scanFlat(p []byte) (f fields, ok bool) {
 var fieldBit = func() map[string]uint64 {
 	names := []string{"op", "at", "key", "src", "addr", "owner", "name", "secret", "sess", "req", "target",
 		"ticket", "token", "floor", "count", "limit", "applied", "sessions", "try", "reent", "conn", "wait", "lease",
-		"delay", "ttl", "mode", "prio", "opened", "lease_at", "delay_at", "wait_at"}
+		"delay", "ttl", "mode", "prio", "opened", "lease_at", "delay_at", "wait_at", "acct", "maxh", "maxp"}
 	m := make(map[string]uint64, len(names))
 	for i, n := range names {
 		m[n] = 1 << i
@@ -535,6 +548,12 @@ func (f *fields) set(name string, v []byte) bool {
 		return str(&f.Key)
 	case "src":
 		return str(&f.Src)
+	case "acct":
+		return str(&f.Acct)
+	case "maxh":
+		return uint(&f.MaxH)
+	case "maxp":
+		return uint(&f.MaxP)
 	case "addr":
 		return str(&f.Addr)
 	case "owner":

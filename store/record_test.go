@@ -22,7 +22,8 @@ func everyField() ([]mutex.Command, []mutex.Record) {
 	full := mutex.Command{At: at, Key: "k\xff\x00", Source: "src\x00", RemoteAddr: "[::1]:9", Session: math.MaxUint64,
 		Request: 7, Target: 6, Ticket: 5, Token: math.MaxUint64 - 1, Floor: 77, Try: true, Wait: time.Hour, Lease: time.Minute,
 		Delay: 59 * time.Second, TTL: 10 * time.Second, Mode: mutex.Shared, Limit: math.MaxUint32,
-		Priority: math.MinInt32, Reentrant: true, Owner: "owner\xfe", ConnBound: true, SecretHash: secret}
+		Priority: math.MinInt32, Reentrant: true, Owner: "owner\xfe", ConnBound: true, SecretHash: secret,
+		Account: "acct\x01", MaxHeld: math.MaxUint32, MaxParked: 3}
 	var cmds []mutex.Command
 	for op := mutex.OpAcquire; op <= mutex.OpRestart; op++ {
 		c := full
@@ -36,13 +37,13 @@ func everyField() ([]mutex.Command, []mutex.Record) {
 	)
 	recs := []mutex.Record{
 		{Kind: mutex.RecordState, LastToken: math.MaxUint64, LastTicket: 3, LastSession: 9},
-		{Kind: mutex.RecordSession, Session: 9, Name: "svc\xff", TTL: time.Second, SecretHash: secret,
+		{Kind: mutex.RecordSession, Session: 9, Name: "svc\xff", Account: "team-a", TTL: time.Second, SecretHash: secret,
 			Opened: at, Applied: 44},
 		{Kind: mutex.RecordKey, Key: "sem", Limit: 4, DelayAt: at, DelayFor: time.Second},
 		{Kind: mutex.RecordHolder, Key: "k", Token: 12, Session: 9, Request: 3, Source: "s", RemoteAddr: "a:1",
 			Acquired: at, Mode: mutex.Shared, Count: 3, Owner: "o", LeaseFor: time.Minute, LeaseAt: at,
 			DelayFor: time.Second},
-		{Kind: mutex.RecordHolder, Key: "v1", Token: 1, Source: "10.0.0.1", RemoteAddr: "10.0.0.1:5",
+		{Kind: mutex.RecordHolder, Key: "v1", Token: 1, Source: "10.0.0.1", Account: "10.0.0.1", RemoteAddr: "10.0.0.1:5",
 			Acquired: time.Unix(0, -7), Count: 1},
 		{Kind: mutex.RecordWaiter, Key: "k", Ticket: 2, Session: 9, Request: 4, Source: "s", RemoteAddr: "a:2",
 			QueuedAt: at, Mode: mutex.Shared, Limit: 1, Owner: "p", LeaseFor: time.Second, DelayFor: time.Second,

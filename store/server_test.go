@@ -56,7 +56,7 @@ func TestServerWithWriteFaults(t *testing.T) {
 	fl := &faults{}
 	reg := prometheus.NewRegistry()
 	path := tempLogPath(t)
-	l, restored := openLog(t, path, Config{OpenFile: fl.openFile, Registerer: reg})
+	l, restored := openLog(t, path, Config{FS: fl, Registerer: reg})
 	table, c := serveTable(t, l, restored)
 	// The node's first command, its restart, is written before any fault.
 	if err := c.Lock(ctx, "warm-up"); err != nil {

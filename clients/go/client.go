@@ -28,7 +28,8 @@
 // that dies frees its keys by itself. The session pings while idle; after
 // a dropped connection it reconnects and resumes, keeping its locks and
 // its places in queues. Two goroutines serve a session (one writes and
-// pings, one reads), however many locks it holds.
+// pings, one reads), however many locks it holds, and one more each watch
+// while it lasts.
 //
 // A Lock is a resource, not a context: cancelling the context of Acquire
 // ends the wait, never a held lock. Lock.Done closes when the lock ends,
@@ -52,6 +53,17 @@
 // Acquire options: TryOnce (ErrBusy when held), WithWait (a wait limit
 // kept by the server, ErrTimeout), WithLease, WithLockDelay, Shared,
 // WithLimit (a semaphore), WithPriority, Reentrant and WithOwner.
+//
+// Session.Describe reports a key's holders, queue and lock-delay;
+// Session.Watch streams what happens to the keys of a prefix (Event),
+// pushed by the server. On top of them:
+//
+//   - Election: leader election on one key. Campaign waits until the
+//     candidate leads and returns its leadership as a Lock; Resign, Leader
+//     and Observe (every change of leader) go with it.
+//   - Semaphore: a key of N places, each holder with a Lock and a token of
+//     its own.
+//
 // docs/protocol.md gives the bytes.
 package lockingcenter
 

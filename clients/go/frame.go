@@ -95,26 +95,30 @@ var fixedSize = [256]uint8{
 
 // Codes: why a request was refused, a lock lost or a connection ended.
 const (
-	codeBusy           = 1
-	codeTimeout        = 2
-	codeCancelled      = 3
-	codeReset          = 4
-	codeStaleToken     = 5
-	codeDuplicate      = 6
-	codeBadRequest     = 7
-	codeUnsupported    = 8
-	codeSessionEnded   = 9
-	codeNotDurable     = 10
-	codeLeaseExpired   = 11
-	codeSessionExpired = 12
-	codeProtocolError  = 13
-	codeUnknownSession = 14
-	codeShuttingDown   = 15
-	codeDeadlock       = 16
-	codeLimitMismatch  = 17
-	codeUpgrade        = 18
-	codeNotLeader      = 19
-	codeSlowConsumer   = 20
+	codeBusy            = 1
+	codeTimeout         = 2
+	codeCancelled       = 3
+	codeReset           = 4
+	codeStaleToken      = 5
+	codeDuplicate       = 6
+	codeBadRequest      = 7
+	codeUnsupported     = 8
+	codeSessionEnded    = 9
+	codeNotDurable      = 10
+	codeLeaseExpired    = 11
+	codeSessionExpired  = 12
+	codeProtocolError   = 13
+	codeUnknownSession  = 14
+	codeShuttingDown    = 15
+	codeDeadlock        = 16
+	codeLimitMismatch   = 17
+	codeUpgrade         = 18
+	codeNotLeader       = 19
+	codeSlowConsumer    = 20
+	codeUnauthenticated = 21
+	codeForbidden       = 22
+	codeRateLimited     = 23
+	codeOverLimit       = 24
 )
 
 var codeNames = [...]string{
@@ -125,6 +129,8 @@ var codeNames = [...]string{
 	codeProtocolError: "protocol_error", codeUnknownSession: "unknown_session",
 	codeShuttingDown: "shutting_down", codeDeadlock: "deadlock", codeLimitMismatch: "limit_mismatch",
 	codeUpgrade: "upgrade", codeNotLeader: "not_leader", codeSlowConsumer: "slow_consumer",
+	codeUnauthenticated: "unauthenticated", codeForbidden: "forbidden", codeRateLimited: "rate_limited",
+	codeOverLimit: "over_limit",
 }
 
 // codeName returns a code's name as docs/protocol.md spells it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -41,7 +42,8 @@ var (
 	// (and owners); the request did not wait.
 	ErrDeadlock = errors.New("lockingcenter: the wait would deadlock")
 	// ErrLimitMismatch: the key is a semaphore of another limit than
-	// WithLimit gave; the error's text names the key's.
+	// WithLimit gave (a v1 lock or a plain acquire counts as limit 1). The
+	// error is a *LimitMismatchError, which gives the key's limit.
 	ErrLimitMismatch = errors.New("lockingcenter: the key has another limit")
 	// ErrUpgrade: a shared holder of the key asked for it exclusively.
 	ErrUpgrade = errors.New("lockingcenter: a shared holder cannot take the key exclusively")
@@ -49,6 +51,20 @@ var (
 	// acquire arrived, and once resumed the session neither holds the key
 	// for it nor waits for it: it was refused, or granted and lost since.
 	ErrAnswerLost = errors.New("lockingcenter: the answer was lost with the connection")
+	// ErrUnauthenticated: the server has authentication on and did not
+	// take the session's token (WithToken): none, an unknown one, or, on a
+	// resume, another principal's. The session ends.
+	ErrUnauthenticated = errors.New("lockingcenter: authentication failed")
+	// ErrForbidden: the token's principal may not use that key (its
+	// prefixes) or do that.
+	ErrForbidden = errors.New("lockingcenter: not allowed")
+	// ErrRateLimited: the source sent more requests than the server's
+	// per-source rate allows; nothing changed. Try again later.
+	ErrRateLimited = errors.New("lockingcenter: rate limited")
+	// ErrOverLimit: the source holds or has waiting as many locks as the
+	// server allows one source, or the server has as many connections as
+	// it allows; nothing changed.
+	ErrOverLimit = errors.New("lockingcenter: over the server's limit")
 	// ErrInvalidOwner: an owner (WithOwner) longer than 127 bytes. Nothing
 	// is sent.
 	ErrInvalidOwner = errors.New("lockingcenter: owner must be at most 127 bytes")
@@ -112,13 +128,54 @@ func refusal(op, key string, code uint64, message string) error {
 	case codeDeadlock:
 		sentinel = ErrDeadlock
 	case codeLimitMismatch:
-		return fmt.Errorf("%s %q: %w (%s)", op, key, ErrLimitMismatch, message)
+		return fmt.Errorf("%s %q: %w", op, key, &LimitMismatchError{Key: key, Limit: lastNumber(message), message: message})
+	case codeSlowConsumer:
+		return fmt.Errorf("%s %q: %w: the server dropped it", op, key, ErrSlowConsumer)
 	case codeUpgrade:
 		sentinel = ErrUpgrade
+	case codeForbidden:
+		return fmt.Errorf("%s %q: %w: %s", op, key, ErrForbidden, message)
+	case codeRateLimited:
+		sentinel = ErrRateLimited
+	case codeOverLimit:
+		sentinel = ErrOverLimit
 	default:
 		return fmt.Errorf("%s %q: %w: %s: %s", op, key, ErrFailed, codeName(code), message)
 	}
 	return fmt.Errorf("%s %q: %w", op, key, sentinel)
+}
+
+// LimitMismatchError is the refusal of an acquire whose limit (WithLimit,
+// or 1 without it) is not the limit of the key's holders and waiters.
+// errors.Is(err, ErrLimitMismatch) holds.
+type LimitMismatchError struct {
+	Key     string
+	Limit   uint32 // the key's limit, as the server's message names it; 0 when it names none
+	message string
+}
+
+func (e *LimitMismatchError) Error() string {
+	return fmt.Sprintf("%v (%s)", ErrLimitMismatch, e.message)
+}
+
+func (e *LimitMismatchError) Unwrap() error { return ErrLimitMismatch }
+
+// lastNumber returns the last decimal number in s that fits a uint32, or
+// 0: how a limit_mismatch message names the key's limit.
+func lastNumber(s string) uint32 {
+	end := len(s)
+	for end > 0 && (s[end-1] < '0' || s[end-1] > '9') {
+		end--
+	}
+	start := end
+	for start > 0 && s[start-1] >= '0' && s[start-1] <= '9' {
+		start--
+	}
+	n, err := strconv.ParseUint(s[start:end], 10, 32)
+	if err != nil {
+		return 0
+	}
+	return uint32(n)
 }
 
 // AcquireOption changes what Session.Acquire asks for.

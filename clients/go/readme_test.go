@@ -29,7 +29,7 @@ func readmeBlock(t *testing.T, readme []byte, name string) string {
 	return string(body)
 }
 
-// The README's Go programs (v1 and session) each build as a module of
+// The README's Go programs (v1, session, election) each build as a module of
 // their own, with the go.mod lines the README gives, against this
 // checkout: a user who copies both files gets a program that compiles.
 func TestReadmeProgramBuilds(t *testing.T) {
@@ -53,7 +53,7 @@ func TestReadmeProgramBuilds(t *testing.T) {
 	if !strings.Contains(gomod, placeholder) {
 		t.Fatalf("the README's go.mod has no %q to point at a checkout:\n%s", placeholder, gomod)
 	}
-	for _, block := range []string{"readme-go-main", "readme-go-session"} {
+	for _, block := range []string{"readme-go-main", "readme-go-session", "readme-go-election"} {
 		buildReadmeProgram(t, goBin, root, strings.Replace(gomod, placeholder, "=> "+root, 1), readmeBlock(t, readme, block))
 	}
 }

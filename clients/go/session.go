@@ -26,6 +26,7 @@ type sessionConfig struct {
 	ttl            time.Duration
 	connectTimeout time.Duration
 	readTimeout    time.Duration
+	token          string
 	dial           func(ctx context.Context, network, address string) (net.Conn, error)
 	clock          clock
 }
@@ -48,6 +49,24 @@ func (o sessionOption) applySession(cfg *sessionConfig) { o(cfg) }
 // default); zero or less takes the server's default (10 s).
 func WithTTL(d time.Duration) SessionOption {
 	return sessionOption(func(c *sessionConfig) { c.ttl = d })
+}
+
+// WithToken gives the session a token (an API key) for a server with
+// authentication on: HELLO and every RESUME carry it. A server without
+// authentication ignores it. At most 1,024 bytes.
+func WithToken(token string) SessionOption {
+	return sessionOption(func(c *sessionConfig) { c.token = token })
+}
+
+// maxCredential is the longest token the credential field carries.
+const maxCredential = 1024
+
+// credential adds the session's token to fields, when it has one.
+func (s *Session) credential(fields []field) []field {
+	if s.cfg.token != "" {
+		fields = append(fields, strField(tagCredential, s.cfg.token))
+	}
+	return fields
 }
 
 // WithDialer makes the session connect with dial instead of a
@@ -107,6 +126,9 @@ type Session struct {
 	inflight  map[uint64]*request // by id: sent or to send, not answered
 	holds     map[uint64]*hold    // by token: the locks of the session
 	letGo     map[uint64]bool     // tokens left to the server: orphaned, or past their lease
+	watchers  map[*watcher]bool   // the watches that go on
+	watchIDs  map[uint64]*watcher // by the id of every WATCH the server may still stream for
+	unwatch   map[uint64]uint64   // CANCEL id to the WATCH id it ends
 	lastAck   time.Time           // when the latest request the server answered was sent
 	lostArmed bool
 	lostStop  func() bool
@@ -133,17 +155,19 @@ type request struct {
 	resent bool      // sent again after a resume
 	result chan result
 
-	key       string          // acquire, release, renew
-	opts      *acquireOptions // acquire
-	values    context.Context // acquire
-	abandoned bool            // acquire: its caller has gone
-	target    uint64          // cancel
-	lock      *Lock           // release, renew
-	token     uint64          // release, renew
+	key       string               // acquire, release, renew
+	opts      *acquireOptions      // acquire
+	values    context.Context      // acquire
+	abandoned bool                 // acquire: its caller has gone
+	target    uint64               // cancel
+	lock      *Lock                // release, renew
+	token     uint64               // release, renew
+	onInfo    func(KeyInfo, error) // describe: called with s.mu held instead of result
 }
 
 type result struct {
 	lock *Lock
+	info KeyInfo // describe
 	err  error
 }
 
@@ -191,6 +215,9 @@ func NewSession(ctx context.Context, addr string, opts ...SessionOption) (*Sessi
 	if len(cfg.name) > MaxSourceLen {
 		return nil, fmt.Errorf("session at %s: %w", addr, ErrInvalidSource)
 	}
+	if len(cfg.token) > maxCredential {
+		return nil, fmt.Errorf("session at %s: a token over %d bytes", addr, maxCredential)
+	}
 	if cfg.dial == nil {
 		var d net.Dialer
 		cfg.dial = d.DialContext
@@ -203,8 +230,9 @@ func NewSession(ctx context.Context, addr string, opts ...SessionOption) (*Sessi
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		loopDone: make(chan struct{}),
 		inflight: make(map[uint64]*request), holds: make(map[uint64]*hold), letGo: make(map[uint64]bool),
+		watchers: make(map[*watcher]bool), watchIDs: make(map[uint64]*watcher), unwatch: make(map[uint64]uint64),
 	}
-	hello := []field{strField(tagName, cfg.name)}
+	hello := s.credential([]field{strField(tagName, cfg.name)})
 	if cfg.ttl > 0 {
 		hello = append(hello, u32Field(tagTTL, millis(cfg.ttl)))
 	}
@@ -352,6 +380,19 @@ func (s *Session) enqueue(r *request, fields []field) {
 		r.sent = true
 		s.poke()
 	}
+}
+
+// sendOnce gives a frame the next request id and queues it for the
+// attached connection; without one it is not sent at all. It returns the
+// id. For the frames of watches, which a resume sends anew. Called with
+// s.mu held.
+func (s *Session) sendOnce(typ byte, fields []field) uint64 {
+	s.nextID++
+	if s.conn != nil {
+		s.out = appendFrame(s.out, frame{typ: typ, id: s.nextID, fields: fields})
+		s.poke()
+	}
+	return s.nextID
 }
 
 // enqueueRelease queues a RELEASE of token; result, when not nil, hears
@@ -599,6 +640,11 @@ func (s *Session) end(err error, released bool, lockCause func(key string) error
 	for _, h := range s.holds {
 		s.endHold(h, lockCause(h.key))
 	}
+	for w := range s.watchers {
+		s.endWatch(w, err)
+	}
+	clear(s.watchIDs)
+	clear(s.unwatch)
 	for id, r := range s.inflight {
 		delete(s.inflight, id)
 		if r.result == nil || r.abandoned {
@@ -710,12 +756,26 @@ func (e *goodbyeError) Unwrap() error {
 		return ErrSessionExpired
 	case codeProtocolError:
 		return ErrProtocol
+	case codeUnauthenticated:
+		return ErrUnauthenticated
+	case codeRateLimited:
+		return ErrRateLimited
+	case codeOverLimit:
+		return ErrOverLimit
 	}
 	return ErrFailed
 }
 
-// final reports a GOODBYE after which resuming is pointless.
-func (e *goodbyeError) final() bool { return e.code != codeShuttingDown && e.code != codeSessionEnded }
+// final reports a GOODBYE after which resuming is pointless. A server
+// that is stopping, over its connections or the source's rate may take
+// the session back later.
+func (e *goodbyeError) final() bool {
+	switch e.code {
+	case codeShuttingDown, codeSessionEnded, codeRateLimited, codeOverLimit:
+		return false
+	}
+	return true
+}
 
 // resume opens a connection and resumes the session on it: RESUME, and a
 // PING whose answer comes after everything the server owed the session.
@@ -727,7 +787,7 @@ func (s *Session) resume(ctx context.Context) (*sconn, error) {
 	rid, syncID := s.nextID-1, s.nextID
 	s.mu.Unlock()
 	b := appendFrame([]byte(preface), frame{typ: frameResume, id: rid,
-		fields: []field{u64Field(tagSession, s.id), field{tagSecret, s.secret}}})
+		fields: s.credential([]field{u64Field(tagSession, s.id), field{tagSecret, s.secret}})})
 	b = appendFrame(b, frame{typ: framePing, id: syncID})
 	sentAt := s.clk.Now()
 	c, w, err := s.handshake(ctx, b)
@@ -752,6 +812,8 @@ func (s *Session) resume(ctx context.Context) (*sconn, error) {
 	for _, id := range s.inflightIDs() {
 		r := s.inflight[id]
 		switch {
+		case r.typ == frameDescribe:
+			// It changes nothing: sent again, whatever became of it.
 		case id <= rs.applied:
 			r.frame = nil // it arrived; the reconciliation settles it
 			continue
@@ -762,6 +824,7 @@ func (s *Session) resume(ctx context.Context) (*sconn, error) {
 		r.resent, r.sent = r.sent, true
 		out = append(out, r.frame...)
 	}
+	out = s.rewatch(out)
 	s.conn, s.out, s.ping = c, out, nil
 	s.poke()
 	s.startReader(c)
@@ -1054,7 +1117,7 @@ func (s *Session) sendClose() error {
 // whether to go on reading it. Called with s.mu held.
 func (s *Session) handle(f *frame) bool {
 	switch f.typ {
-	case frameGranted, frameOK, frameRefused:
+	case frameGranted, frameOK, frameRefused, frameInfo:
 		if s.ping != nil && f.id == s.ping.id {
 			s.ack(s.ping.sentAt)
 			s.ping = nil
@@ -1062,6 +1125,9 @@ func (s *Session) handle(f *frame) bool {
 		}
 		if s.replay != nil && f.id == s.replay.syncID {
 			s.reconcile()
+			return true
+		}
+		if s.watchAnswer(f) {
 			return true
 		}
 		r := s.inflight[f.id]
@@ -1079,6 +1145,8 @@ func (s *Session) handle(f *frame) bool {
 		s.answer(r, f, code)
 	case frameLost:
 		s.lost(f)
+	case frameEvent:
+		s.watchEvent(f)
 	case frameGoodbye:
 		g := goodbye(f).(*goodbyeError)
 		switch g.code {
@@ -1125,6 +1193,18 @@ func (s *Session) answer(r *request, f *frame, code uint64) {
 			err = refusal("close", "", code, string(msg))
 		}
 		r.result <- result{err: err}
+	case frameDescribe:
+		var res result
+		if f.typ == frameInfo {
+			res.info, res.err = parseInfo(f)
+		} else {
+			res.err = refusal("describe", r.key, code, string(msg))
+		}
+		if r.onInfo != nil {
+			r.onInfo(res.info, res.err)
+		} else {
+			r.result <- res
+		}
 	}
 }
 
@@ -1217,7 +1297,7 @@ func (s *Session) reconcile() {
 	var unanswered []*request
 	for _, id := range s.inflightIDs() {
 		r := s.inflight[id]
-		if id > rs.applied || r.typ == frameAcquire && rs.parked[id] {
+		if id > rs.applied || r.typ == frameAcquire && rs.parked[id] || r.typ == frameDescribe {
 			continue // sent again, or still waiting: answered later
 		}
 		delete(s.inflight, id)

@@ -21,6 +21,7 @@ type lockOptions struct {
 	session       sessionLockFlags       // with a command: the session and the acquire
 	clientOptions []lockingcenter.Option // with a command: source and timeouts of the session
 	timeout       time.Duration          // the read timeout, for messages
+	token         string                 // with a command: the session's token
 }
 
 func newLockCommand(f *factory) *cobra.Command {
@@ -74,7 +75,7 @@ A key that starts with '-' follows a first --: lock -- -key -- command.`,
 			opts.Stderr = f.sys.Stderr
 			opts.Environ = f.sys.Environ
 			opts.keyRequest = f.keyRequest(in.value)
-			opts.clientOptions, opts.timeout = f.clientOptions(), f.global.Timeout
+			opts.clientOptions, opts.timeout, opts.token = f.clientOptions(), f.global.Timeout, f.global.Token
 			return runLock(cmd.Context(), opts)
 		},
 	}

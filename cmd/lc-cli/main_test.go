@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locking-center/locking-center/auth"
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/mutex"
@@ -124,18 +125,33 @@ func startServer(t *testing.T, now func() time.Time) *testServer {
 // startServerOn is startServer on the listeners given.
 func startServerOn(t *testing.T, mutexLn, managerLn net.Listener, now func() time.Time) *testServer {
 	t.Helper()
+	return startServerAuth(t, mutexLn, managerLn, now, nil)
+}
+
+// startServerAuth is startServerOn with authentication on when tokens is
+// not nil: v1 off, tokens asked of sessions and of the management port.
+func startServerAuth(t *testing.T, mutexLn, managerLn net.Listener, now func() time.Time, tokens *auth.Tokens) *testServer {
+	t.Helper()
+	var sessCfg session.Config
+	var mgrCfg manager.Config
+	var v1Allowed func(net.IP) bool
+	if tokens != nil {
+		sessCfg.Tokens, mgrCfg.Tokens = tokens, tokens
+		v1Allowed = func(net.IP) bool { return false }
+	}
 	log := slog.New(slog.NewTextHandler(tLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s := &testServer{table: mutex.NewNode(mutex.NodeConfig{Clock: now})}
 	t.Cleanup(s.table.Close)
 	var err error
-	if s.sessionSrv, err = session.NewServer(s.table, session.Config{Logger: log}); err != nil {
+	sessCfg.Logger, mgrCfg.Logger = log, log
+	if s.sessionSrv, err = session.NewServer(s.table, sessCfg); err != nil {
 		t.Fatal(err)
 	}
 	handoff := &oneshot.Handoff{First: session.Preface[0], Serve: s.sessionSrv.Serve}
-	if s.mutexSrv, err = oneshot.NewServer(s.table, oneshot.ServerConfig{Logger: log, Handoff: handoff}); err != nil {
+	if s.mutexSrv, err = oneshot.NewServer(s.table, oneshot.ServerConfig{Logger: log, Handoff: handoff, V1Allowed: v1Allowed}); err != nil {
 		t.Fatal(err)
 	}
-	s.managerSrv = manager.NewServer(s.table, manager.Config{Logger: log})
+	s.managerSrv = manager.NewServer(s.table, mgrCfg)
 	s.addr, s.managerAddr = mutexLn.Addr().String(), managerLn.Addr().String()
 	s.served.Go(func() { s.mutexSrv.Serve(context.Background(), mutexLn) })
 	s.served.Go(func() { s.managerSrv.Serve(context.Background(), managerLn) })

@@ -28,6 +28,7 @@ type globalOptions struct {
 	Source         string        // owner name sent with lock and trylock, 0..127 bytes
 	ConnectTimeout time.Duration // bound on each TCP connect, positive
 	Timeout        time.Duration // bound on the answer of a request that does not wait for a key, positive
+	Token          string        // sent to a server with authentication on; empty: none
 }
 
 // factory hands the commands what they share: the process's streams and
@@ -65,6 +66,7 @@ func (f *factory) managerClient() (*manager.Client, error) {
 		Addr:           f.global.ManagerAddress,
 		ConnectTimeout: f.global.ConnectTimeout,
 		ReadTimeout:    f.global.Timeout,
+		Token:          f.global.Token,
 	}, nil
 }
 
@@ -79,6 +81,7 @@ var envSettings = []envSetting{
 	{"source", "LC_SOURCE"},
 	{"connect-timeout", "LC_CONNECT_TIMEOUT"},
 	{"timeout", "LC_TIMEOUT"},
+	{"token", "LC_TOKEN"},
 }
 
 func newRootCommand(sys system) *cobra.Command {
@@ -114,6 +117,7 @@ the command, or lc-cli while waiting, ended by signal N.`,
 	fs.StringVar(&f.global.ManagerAddress, "manager-address", defaultManagerAddress, "management port of the server, host:port; when only --address is given, its host and port+1, as lcd does [$LC_MANAGER_ADDRESS]")
 	fs.StringVar(&f.global.Source, "source", defaultSource(sys.Hostname), "owner name sent with lock and trylock, at most 127 bytes; reset -s matches it [$LC_SOURCE]")
 	fs.DurationVar(&f.global.ConnectTimeout, "connect-timeout", defaultConnectTimeout, "bound on each TCP connect; a server that does not accept in time is a failure [$LC_CONNECT_TIMEOUT]")
+	fs.StringVar(&f.global.Token, "token", "", "token for a server with authentication on: sent by lock -- (the session) and the management commands; prefer LC_TOKEN, as arguments show in ps [$LC_TOKEN]")
 	fs.DurationVar(&f.global.Timeout, "timeout", defaultTimeout, "bound on the answer to every request that does not wait for a key (all but lock and the wait of wait); a server that does not answer in time is a failure [$LC_TIMEOUT]")
 
 	root.AddCommand(
@@ -126,6 +130,7 @@ the command, or lc-cli while waiting, ended by signal N.`,
 		newUnlockCommand(f),
 		newWaitCommand(f),
 		newVersionCommand(),
+		newTokenCommand(),
 	)
 	return root
 }

@@ -72,7 +72,7 @@ func (f *sessionLockFlags) acquireOptions() []lockingcenter.AcquireOption {
 func runSessionLock(ctx context.Context, opts *lockOptions) error {
 	addr := opts.Client.Addr()
 	what := describe("lock", opts.Key, addr)
-	sessOpts := []lockingcenter.SessionOption{lockingcenter.WithTTL(opts.session.TTL)}
+	sessOpts := []lockingcenter.SessionOption{lockingcenter.WithTTL(opts.session.TTL), lockingcenter.WithToken(opts.token)}
 	for _, o := range opts.clientOptions {
 		sessOpts = append(sessOpts, o)
 	}

@@ -95,8 +95,9 @@ func TestLockCommandHoldsThroughASession(t *testing.T) {
 
 func TestLockLostStopsTheCommand(t *testing.T) {
 	s := startServer(t, nil)
-	p := startInProcess(t, s.environ(), "lock", "k", "--", "sh", "-c", `trap 'echo stopped; exit 0' TERM; sleep 1000 & wait`)
+	p := startInProcess(t, s.environ(), "lock", "k", "--", "sh", "-c", `trap 'echo stopped; exit 0' TERM; echo ready; sleep 1000 & wait`)
 	s.sessionHolder(t, "k")
+	eventually(t, "the command to set its trap", func() bool { return strings.Contains(p.output(), "ready") })
 	m := &manager.Client{Addr: s.managerAddr}
 	if err := m.ResetKey(context.Background(), "k"); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ const (
 	defaultSessionTTL      = 10 * time.Second
 	defaultSessionTTLMin   = time.Second
 	defaultSessionTTLMax   = 5 * time.Minute
+	defaultHTTPSessionTTL  = 5 * time.Second
 	maxLockDelay           = 60 * time.Second
 )
 
@@ -29,6 +30,7 @@ type Config struct {
 	BindAddress     string        // mutex port, "host:port"; default ":22119"
 	ManagerAddress  string        // management port; default host:port+1
 	MetricsAddress  string        // metrics endpoint; default host:port+2
+	HTTPAddress     string        // HTTP API; default host:port+3; empty: off
 	DataPath        string        // write-ahead log file; empty keeps locks in memory only
 	HeaderTimeout   time.Duration // time for a request to arrive; default 10 s
 	ShutdownTimeout time.Duration // metrics drain at shutdown; default 30 s
@@ -38,9 +40,12 @@ type Config struct {
 	SessionTTLMin   time.Duration // shortest session TTL granted; default 1 s
 	SessionTTLMax   time.Duration // longest session TTL granted; default 5 min
 	LockDelay       time.Duration // lock-delay of a session's acquire that names none; default 0, at most 60 s
+	HTTPSessionTTL  time.Duration // TTL of an HTTP client_id's session (the heartbeat window); default 5 s
 	// Cluster makes this process a node of a raft cluster (NODE_ID and the
 	// RAFT_ settings); nil: a single node, as without them.
 	Cluster *cluster.Config
+	// Security is authentication and the limits (docs/security.md).
+	Security securityConfig
 }
 
 // setting is one flag with its environment variable.
@@ -52,19 +57,27 @@ type setting struct {
 // options holds the raw strings of every setting before validation.
 type options struct {
 	bindAddr, manager, metrics, dataPath string
+	httpAddr, httpTTL                    string
 	headerTimeout, shutdown, logLevel    string
 	logFormat                            string
 	sessionTTL, ttlMin, ttlMax, delay    string
 	nodeID, raftAddr, raftAdvertise      string
 	raftDir, raftPeers, raftDial         string
 	advertise, electionTimeout           string
+	sec                                  securityOptions
 }
 
 func (o *options) settings() []setting {
+	return append(o.baseSettings(), o.sec.settings()...)
+}
+
+func (o *options) baseSettings() []setting {
 	return []setting{
 		{"bind-address", "BIND_ADDRESS", defaultBindAddress, "mutex port address, host:port", &o.bindAddr},
 		{"manager-address", "MANAGER_ADDRESS", "", "management port address (default: mutex port + 1)", &o.manager},
 		{"metrics-address", "METRICS_ADDRESS", "", "metrics endpoint address (default: mutex port + 2)", &o.metrics},
+		{"http-address", "HTTP_ADDRESS", "", "HTTP API and status page address (default: mutex port + 3; set to \"\" to turn it off)", &o.httpAddr},
+		{"http-session-ttl", "HTTP_SESSION_TTL", defaultHTTPSessionTTL.String(), "how long an HTTP client_id's session lives without a heartbeat or request", &o.httpTTL},
 		{"data-path", "DATA_PATH", "", "write-ahead log file that keeps held keys across restarts (default: memory only)", &o.dataPath},
 		{"header-timeout", "HEADER_TIMEOUT", defaultHeaderTimeout.String(), "time a request's bytes have to arrive", &o.headerTimeout},
 		{"shutdown-timeout", "SHUTDOWN_TIMEOUT", defaultShutdownTimeout.String(), "how long the metrics endpoint drains at shutdown", &o.shutdown},
@@ -105,9 +118,16 @@ func (o *options) config(fs *pflag.FlagSet, environ []string) (Config, error) {
 			*s.target = v
 		}
 	}
+	// An HTTP address set to "" (flag or environment) turns the API off;
+	// unset, it follows the mutex port.
+	_, httpInEnv := env["HTTP_ADDRESS"]
+	httpSet := fs.Changed("http-address") || httpInEnv
 	cfg := Config{BindAddress: o.bindAddr, DataPath: o.dataPath, LogFormat: o.logFormat}
 	var err error
-	if cfg.ManagerAddress, cfg.MetricsAddress, err = sideAddresses(o.bindAddr, o.manager, o.metrics); err != nil {
+	if cfg.ManagerAddress, cfg.MetricsAddress, cfg.HTTPAddress, err = sideAddresses(o.bindAddr, o.manager, o.metrics, o.httpAddr, httpSet); err != nil {
+		return Config{}, err
+	}
+	if cfg.HTTPSessionTTL, err = positiveDuration("http-session-ttl", o.httpTTL); err != nil {
 		return Config{}, err
 	}
 	if cfg.HeaderTimeout, err = positiveDuration("header-timeout", o.headerTimeout); err != nil {
@@ -142,6 +162,9 @@ func (o *options) config(fs *pflag.FlagSet, environ []string) (Config, error) {
 		return Config{}, fmt.Errorf("log-format %q: want text or json", cfg.LogFormat)
 	}
 	if cfg.Cluster, err = o.clusterConfig(cfg); err != nil {
+		return Config{}, err
+	}
+	if cfg.Security, err = o.sec.config(); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
@@ -184,6 +207,9 @@ func (o *options) clusterConfig(cfg Config) (*cluster.Config, error) {
 	if min := cluster.MinSessionTTL(et); cfg.SessionTTLMin <= min {
 		return nil, fmt.Errorf("session-ttl-min %v: a cluster with raft-election-timeout %v needs it above %v, so that a session outlives a failover",
 			cfg.SessionTTLMin, et, min)
+	} else if cfg.HTTPAddress != "" && cfg.HTTPSessionTTL <= min {
+		return nil, fmt.Errorf("http-session-ttl %v: a cluster with raft-election-timeout %v needs it above %v, so that a client outlives a failover",
+			cfg.HTTPSessionTTL, et, min)
 	}
 	cc := &cluster.Config{NodeID: o.nodeID, RaftBind: raftAddr, RaftAdvertise: o.raftAdvertise, Dir: o.raftDir,
 		Peers: peers, Dial: dial, ClientAddress: o.advertise, ElectionTimeout: et}
@@ -203,21 +229,30 @@ func (o *options) clusterConfig(cfg Config) (*cluster.Config, error) {
 const (
 	managerOffset = 1
 	metricsOffset = 2
-	raftOffset    = 4 // port+3 is the HTTP API's
+	httpOffset    = 3
+	raftOffset    = 4
 )
 
-// sideAddresses derives the management and metrics addresses from the
-// mutex address (same host, port+1 and port+2) unless they are given.
-func sideAddresses(bind, manager, metrics string) (string, string, error) {
+// sideAddresses derives the management, metrics and HTTP addresses from
+// the mutex address (same host, port+1, port+2 and port+3) unless they
+// are given. An HTTP address set (httpSet) to "" turns the HTTP API off:
+// it is returned empty.
+func sideAddresses(bind, manager, metrics, httpAddr string, httpSet bool) (string, string, string, error) {
 	m, err := derivedAddress(bind, manager, managerOffset, "MANAGER_ADDRESS")
 	if err != nil {
-		return "", "", fmt.Errorf("manager address: %w", err)
+		return "", "", "", fmt.Errorf("manager address: %w", err)
 	}
 	x, err := derivedAddress(bind, metrics, metricsOffset, "METRICS_ADDRESS")
 	if err != nil {
-		return "", "", fmt.Errorf("metrics address: %w", err)
+		return "", "", "", fmt.Errorf("metrics address: %w", err)
 	}
-	return m, x, nil
+	h := ""
+	if httpAddr != "" || !httpSet {
+		if h, err = derivedAddress(bind, httpAddr, httpOffset, `HTTP_ADDRESS (or set it to "" to turn the HTTP API off)`); err != nil {
+			return "", "", "", fmt.Errorf("HTTP address: %w", err)
+		}
+	}
+	return m, x, h, nil
 }
 
 // derivedAddress returns given when it is set, else bind's host with its

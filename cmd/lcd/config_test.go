@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -29,10 +30,12 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{BindAddress: ":22119", ManagerAddress: ":22120", MetricsAddress: ":22121",
+	want := Config{BindAddress: ":22119", ManagerAddress: ":22120", MetricsAddress: ":22121", HTTPAddress: ":22122",
 		HeaderTimeout: 10 * time.Second, ShutdownTimeout: 30 * time.Second, LogFormat: "text",
-		SessionTTL: 10 * time.Second, SessionTTLMin: time.Second, SessionTTLMax: 5 * time.Minute}
-	if cfg != want {
+		SessionTTL: 10 * time.Second, SessionTTLMin: time.Second, SessionTTLMax: 5 * time.Minute,
+		HTTPSessionTTL: 5 * time.Second,
+		Security:       securityConfig{MaxConnections: autoMaxConnections(), Reserved: 32, Burst: 1}}
+	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("defaults = %+v\nwant %+v", cfg, want)
 	}
 }
@@ -92,8 +95,52 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("%v: no error", env)
 		}
 	}
-	if _, err := resolve(t, nil, []string{"BIND_ADDRESS=:65534", "MANAGER_ADDRESS=:1", "METRICS_ADDRESS=:2"}); err != nil {
-		t.Errorf("explicit side ports must lift the port+2 rule: %v", err)
+	if _, err := resolve(t, nil, []string{"BIND_ADDRESS=:65534", "MANAGER_ADDRESS=:1", "METRICS_ADDRESS=:2", "HTTP_ADDRESS=:3"}); err != nil {
+		t.Errorf("explicit side ports must lift the port+3 rule: %v", err)
+	}
+}
+
+func TestConfigHTTP(t *testing.T) {
+	for _, c := range []struct {
+		args, env []string
+		want      string
+	}{
+		{nil, []string{"BIND_ADDRESS=127.0.0.1:4000"}, "127.0.0.1:4003"},
+		{nil, []string{"BIND_ADDRESS=127.0.0.1:0"}, "127.0.0.1:0"},
+		{nil, []string{"HTTP_ADDRESS=:8089"}, ":8089"},
+		{nil, []string{"HTTP_ADDRESS="}, ""}, // off
+		{[]string{"--http-address="}, nil, ""},
+		{[]string{"--http-address", ":8089"}, []string{"HTTP_ADDRESS="}, ":8089"},
+		// Off, the API leaves room at the top of the port range.
+		{nil, []string{"BIND_ADDRESS=:65533", "HTTP_ADDRESS="}, ""},
+	} {
+		cfg, err := resolve(t, c.args, c.env)
+		if err != nil || cfg.HTTPAddress != c.want {
+			t.Errorf("%v %v: HTTP address %q, %v; want %q", c.args, c.env, cfg.HTTPAddress, err, c.want)
+		}
+	}
+	_, err := resolve(t, nil, []string{"BIND_ADDRESS=:65533"})
+	if err == nil || !strings.Contains(err.Error(), "port+3") || !strings.Contains(err.Error(), "HTTP_ADDRESS") {
+		t.Errorf("port 65533 leaves no room for the HTTP API: %v", err)
+	}
+	for _, bad := range []string{"HTTP_ADDRESS=8089", "HTTP_SESSION_TTL=0s", "HTTP_SESSION_TTL=soon"} {
+		if _, err := resolve(t, nil, []string{bad}); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	cfg, err := resolve(t, []string{"--http-session-ttl=12s"}, nil)
+	if err != nil || cfg.HTTPSessionTTL != 12*time.Second {
+		t.Errorf("http-session-ttl: %v %v", cfg.HTTPSessionTTL, err)
+	}
+	// In a cluster an HTTP client's session must outlast a failover, as a
+	// session of the session protocol must (election timeout 500ms: above
+	// 750ms).
+	node := []string{"NODE_ID=n1", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/x", "HTTP_SESSION_TTL=700ms"}
+	if _, err := resolve(t, nil, node); err == nil || !strings.Contains(err.Error(), "http-session-ttl") {
+		t.Errorf("a cluster with HTTP_SESSION_TTL=700ms: %v", err)
+	}
+	if _, err := resolve(t, nil, append(node, "HTTP_ADDRESS=")); err != nil {
+		t.Errorf("a cluster without the HTTP API does not look at HTTP_SESSION_TTL: %v", err)
 	}
 }
 
@@ -161,5 +208,38 @@ func TestClusterWithDataPathExits2(t *testing.T) {
 		"DATA_PATH=" + t.TempDir() + "/locks.wal"}, io.Discard, &stderr)
 	if code != exitUsage || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), "DATA_PATH") {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+func TestConfigSecurity(t *testing.T) {
+	cfg, err := resolve(t, []string{"--auth-tokens-file=/etc/lc/tokens", "--max-connections=500"},
+		[]string{"AUTH_V1_NETWORKS=10.0.0.0/8, 127.0.0.1/32", "AUTH_METRICS=true", "RESERVED_CONNECTIONS=50",
+			"MAX_HELD_PER_SOURCE=100", "MAX_PARKED_PER_SOURCE=10", "RATE_PER_SOURCE=20.5", "RATE_BURST=40"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := cfg.Security
+	if sc.TokensFile != "/etc/lc/tokens" || len(sc.V1Networks) != 2 || sc.V1Networks[1].String() != "127.0.0.1/32" ||
+		!sc.MetricsAuth || sc.MaxConnections != 500 || sc.Reserved != 50 || sc.Limits.MaxHeld != 100 ||
+		sc.Limits.MaxParked != 10 || sc.Rate != 20.5 || sc.Burst != 40 {
+		t.Fatalf("security settings %+v", sc)
+	}
+	if cfg, _ := resolve(t, []string{"--rate-per-source=7.5", "--max-connections=0"}, nil); cfg.Security.Burst != 7 ||
+		cfg.Security.MaxConnections != 0 {
+		t.Errorf("the burst of 7.5/s defaults to %d (want 7), max-connections 0 to %d", cfg.Security.Burst,
+			cfg.Security.MaxConnections)
+	}
+	for _, bad := range [][]string{
+		{"--auth-v1-networks=10.0.0.0/8"}, // without authentication
+		{"--auth-metrics=true"},           // likewise
+		{"--auth-tokens-file=t", "--auth-v1-networks=10.0.0.0"},
+		{"--auth-metrics=maybe"},
+		{"--max-connections=10", "--reserved-connections=10"},
+		{"--max-connections=-1"}, {"--max-held-per-source=many"}, {"--rate-per-source=-1"},
+		{"--rate-burst=1.5"},
+	} {
+		if _, err := resolve(t, bad, nil); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }

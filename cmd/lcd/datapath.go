@@ -11,10 +11,11 @@ import (
 // log's lock, replays it and registers the store's counters on reg. The
 // returned store restores the table and closes the log at exit.
 // Symbolic links in cfg.DataPath are resolved first, so every name of one
-// file takes the same lock. Errors: the path is not a regular file (a
-// device, a named pipe, a socket, a directory), or the log is locked by
-// another process, corrupt, or cannot be created or read; each names the
-// file. serve turns each into exit code 4.
+// file takes the same lock. The store logs a warning when the log's volume
+// has less free space than its compaction threshold. Errors: the path is
+// not a regular file (a device, a named pipe, a socket, a directory), or
+// the log is locked by another process, corrupt, or cannot be created or
+// read; each names the file. serve turns each into exit code 4.
 func openDataPath(cfg Config, log *slog.Logger, reg prometheus.Registerer) (store, error) {
 	l, table, err := wal.Open(wal.Config{Path: cfg.DataPath, Logger: log, Registerer: reg})
 	if err != nil {

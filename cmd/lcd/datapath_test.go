@@ -28,6 +28,7 @@ type lcdAddrs struct {
 	Mutex   string `json:"mutex"`
 	Manager string `json:"manager"`
 	Metrics string `json:"metrics"`
+	HTTP    string `json:"http"`
 	Raft    string `json:"raft"` // a node of a cluster's raft port
 }
 

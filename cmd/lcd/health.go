@@ -77,7 +77,7 @@ func healthURL(environ []string) (string, error) {
 			metrics = v
 		}
 	}
-	_, addr, err := sideAddresses(bind, "", metrics)
+	_, addr, _, err := sideAddresses(bind, "", metrics, "", true) // the HTTP API does not matter here
 	if err != nil {
 		return "", err
 	}

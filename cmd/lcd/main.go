@@ -1,5 +1,5 @@
 // Command lcd is the Locking-Center server: the mutex port, the management
-// port and the Prometheus metrics endpoint of one lock table.
+// port, the Prometheus metrics endpoint and the HTTP API of one lock table.
 //
 // Every setting is a flag and an environment variable of the same meaning;
 // a flag given on the command line wins. See lcd --help.
@@ -74,8 +74,9 @@ func newRootCommand(ctx context.Context, environ []string, stdout, stderr io.Wri
 	cmd := &cobra.Command{
 		Use:   "lcd",
 		Short: "Locking-Center lock server",
-		Long: "lcd grants named locks over TCP, one holder per key, waiters served in order of arrival.\n\n" +
+		Long: "lcd grants named locks over TCP and HTTP, one holder per key, waiters served in order of arrival.\n\n" +
 			"Ports: mutex (BIND_ADDRESS, default :22119), management (port+1), metrics (port+2),\n" +
+			"HTTP API and status page (port+3; HTTP_ADDRESS=\"\" turns it off),\n" +
 			"and for a node of a cluster (NODE_ID) raft (port+4).\n" +
 			"Each flag can also be set by the environment variable named in its help.",
 		Version:       fmt.Sprintf("%s (commit %s)", version, commit),

@@ -5,14 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/locking-center/locking-center/cluster"
+	"github.com/locking-center/locking-center/httpapi"
+	netserve "github.com/locking-center/locking-center/internal/serve"
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/metrics"
 	"github.com/locking-center/locking-center/mutex"
@@ -23,32 +28,42 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// serve runs the three listeners until ctx ends, then shuts down: mutex and
-// management ports first (waiting connections are cut), then the metrics
-// endpoint. When a scraper has been polling at a steady interval, the
-// endpoint keeps serving until its next scrape has completed, so it records
+// serve runs the listeners until ctx ends, then shuts down: mutex and
+// management ports first (waiting connections are cut), the HTTP API
+// gracefully (waiting requests are answered 503, requests in flight
+// finish), then the metrics endpoint. When a scraper has been polling at a
+// steady interval, the endpoint keeps serving until its next scrape has
+// completed, so it records
 // the final state; in-flight scrapes are drained. It waits at most
 // cfg.ShutdownTimeout in all, and not at all when nothing polls it.
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
+	sec, err := newSecurity(cfg.Security)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
 	var (
 		node       *mutex.Node
 		st         store
 		cl         *cluster.Cluster
 		lns        []net.Listener
 		sessionSrv *session.Server
-		err        error
 	)
 	bindings := []binding{
 		{cfg.BindAddress, oneshot.Listen},
 		{cfg.ManagerAddress, listenConfig.Listen},
 		{cfg.MetricsAddress, listenConfig.Listen}}
+	if cfg.HTTPAddress != "" {
+		// TCP keep-alive finds the peers of waiting requests and event
+		// streams that vanished without a word.
+		bindings = append(bindings, binding{cfg.HTTPAddress, (&net.ListenConfig{}).Listen})
+	}
 	if cfg.Cluster == nil {
 		if st, err = openStore(cfg, log, reg); err != nil {
 			return &exitError{code: exitStore, err: err}
 		}
 		defer st.close()
-		node = mutex.NewNode(mutex.NodeConfig{Journal: st.journal, Table: st.restored})
+		node = mutex.NewNode(mutex.NodeConfig{Journal: st.journal, Table: st.restored, Limits: cfg.Security.Limits})
 	} else {
 		// A cluster node binds first: its mutex port's address may be the
 		// one it advertises.
@@ -70,7 +85,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return &exitError{code: exitUsage, err: err}
 		}
 		defer cl.Close()
-		node = mutex.NewNode(mutex.NodeConfig{Replicator: cl})
+		node = mutex.NewNode(mutex.NodeConfig{Replicator: cl, Limits: cfg.Security.Limits})
 	}
 	defer node.Close()
 	if err := metrics.Register(reg, node); err != nil {
@@ -79,13 +94,16 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	sessionSrv, err = session.NewServer(node, session.Config{
 		TTL: cfg.SessionTTL, MinTTL: cfg.SessionTTLMin, MaxTTL: cfg.SessionTTLMax, LockDelay: cfg.LockDelay,
 		HeaderTimeout: cfg.HeaderTimeout, ServerID: serverID(), Logger: log,
+		Tokens: sec.tokens(), Rates: sec.rates,
 	})
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
 	oneshotCfg := oneshot.ServerConfig{
 		HeaderTimeout: cfg.HeaderTimeout, Logger: log,
-		Handoff: &oneshot.Handoff{First: session.Preface[0], Serve: sessionSrv.Serve},
+		Handoff: &oneshot.Handoff{First: session.Preface[0], Serve: sessionSrv.Serve,
+			OverLimit: session.OverLimitGoodbye()},
+		V1Allowed: sec.v1Allowed, Rates: sec.rates, Gate: sec.gate,
 	}
 	if cl != nil {
 		oneshotCfg.Forward = cl.Forward
@@ -94,17 +112,19 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	managerCfg := manager.Config{Timeout: cfg.HeaderTimeout, Logger: log}
+	managerCfg := manager.Config{Timeout: cfg.HeaderTimeout, Logger: log, Tokens: sec.tokens(), Gate: sec.gate}
 	if cl != nil {
 		managerCfg.Membership = membership{cl}
 	}
 	managerSrv := manager.NewServer(node, managerCfg)
 	scrapes := newScrapeWatch()
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", scrapes.wrap(promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+	promHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
-	})))
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", sec.guardMetrics(scrapes.wrap(promHandler), node))
+	mux.Handle("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }))
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: metricsIdleTimeout}
 
 	attrs := []any{slog.String("version", version)}
@@ -126,12 +146,39 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		attrs = append(attrs, slog.String("data_path", cfg.DataPath), slog.Int("restored_keys", restoredKeys(st.restored)))
 	}
+	var api *httpapi.Server
+	httpAddr := "off"
+	if cfg.HTTPAddress != "" {
+		if api, err = httpapi.New(node, httpapi.Config{
+			SessionTTL: cfg.HTTPSessionTTL, LockDelay: cfg.LockDelay, HeaderTimeout: cfg.HeaderTimeout,
+			Version: version, Registerer: reg, Metrics: promHandler, Logger: log,
+		}); err != nil {
+			return &exitError{code: exitUsage, err: err}
+		}
+		defer api.Close()
+		httpAddr = lns[3].Addr().String()
+	}
 	log.Info("lcd started", append(attrs,
 		slog.String("mutex", lns[0].Addr().String()),
 		slog.String("manager", lns[1].Addr().String()),
-		slog.String("metrics", lns[2].Addr().String()))...)
+		slog.String("metrics", lns[2].Addr().String()),
+		slog.String("http", httpAddr))...)
 
+	lns[2] = netserve.LimitListener(lns[2], sec.gate, true, func(net.Conn) { node.Refused(mutex.RefusedConnections) })
+	reloads := make(chan os.Signal, 1)
+	signal.Notify(reloads, syscall.SIGHUP)
+	defer signal.Stop(reloads)
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		for {
+			select {
+			case <-reloads:
+				sec.reload(log)
+			case <-gctx.Done():
+				return nil
+			}
+		}
+	})
 	// A signal can close a server before its Serve has started; that is a
 	// shutdown, not a failure.
 	g.Go(func() error { return ignore(mutexSrv.Serve(gctx, lns[0]), oneshot.ErrClosed) })
@@ -142,9 +189,17 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		return nil
 	})
+	if api != nil {
+		g.Go(func() error {
+			if err := ignore(api.Serve(lns[3]), httpapi.ErrClosed); err != nil {
+				return fmt.Errorf("HTTP API: %w", err)
+			}
+			return nil
+		})
+	}
 	g.Go(func() error {
 		<-gctx.Done()
-		log.Info("shutting down: mutex and management ports closed, metrics draining",
+		log.Info("shutting down: mutex and management ports closed, HTTP API and metrics draining",
 			slog.Duration("timeout", cfg.ShutdownTimeout))
 		sessionSrv.Close()
 		mutexSrv.Close()
@@ -156,6 +211,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 		defer cancel()
+		if api != nil {
+			api.Shutdown(drain)
+		}
 		scrapes.awaitFinal(drain)
 		if err := httpSrv.Shutdown(drain); err != nil {
 			httpSrv.Close()

@@ -29,14 +29,26 @@ func TestServeEndToEnd(t *testing.T) {
 	if err != nil || len(hs) != 1 || hs[0].Key != "orders/batch-7" || hs[0].Source != "e2e" {
 		t.Fatalf("holders = %+v, %v", hs, err)
 	}
-	resp, err := http.Get("http://" + addrs.Metrics + "/metrics")
+	// The HTTP API shares the table.
+	resp, err := http.Post("http://"+addrs.HTTP+"/api/v1/locks/acquire", "application/json",
+		strings.NewReader(`{"key":"orders/batch-7","owner":"web"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict {
+		t.Fatalf("HTTP acquire of a held key: %s %s", resp.Status, body)
+	}
+	resp, err = http.Get("http://" + addrs.Metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
 	for _, want := range []string{
 		`locking_center_locked_keys 1`,
+		`locking_center_http_subscribers 0`,
 		`locking_center_lock_held_seconds{key="orders/batch-7",remote_addr="127.0.0.1:`,
 		`locking_center_lock_acquired_timestamp_seconds{key="orders/batch-7"`,
 		`go_goroutines `,
@@ -51,6 +63,9 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	if _, err := net.Dial("tcp", addrs.Mutex); err == nil {
 		t.Fatal("mutex port still open after shutdown")
+	}
+	if _, err := net.Dial("tcp", addrs.HTTP); err == nil {
+		t.Fatal("HTTP port still open after shutdown")
 	}
 }
 

@@ -174,7 +174,7 @@ func TestDockerfileRuntimeStage(t *testing.T) {
 	for _, e := range commands[*instructions.ExposeCommand](r) {
 		ports = append(ports, e.Ports...)
 	}
-	if want := []string{"22119", "22120", "22121"}; !slices.Equal(ports, want) {
+	if want := []string{"22119", "22120", "22121", "22122"}; !slices.Equal(ports, want) {
 		t.Errorf("EXPOSE %q, want %q", ports, want)
 	}
 
@@ -323,12 +323,13 @@ func runImageCommands(t *testing.T, df dockerfile, extraEnv []string) {
 	for k, v := range env(df.runtime) {
 		environ = append(environ, k+"="+imageToHost(v))
 	}
-	ports := freePorts(t, 3)
+	ports := freePorts(t, 4)
 	metricsAddr := "127.0.0.1:" + strconv.Itoa(ports[2])
 	environ = append(environ,
 		"BIND_ADDRESS=127.0.0.1:"+strconv.Itoa(ports[0]),
 		"MANAGER_ADDRESS=127.0.0.1:"+strconv.Itoa(ports[1]),
-		"METRICS_ADDRESS="+metricsAddr)
+		"METRICS_ADDRESS="+metricsAddr,
+		"HTTP_ADDRESS=127.0.0.1:"+strconv.Itoa(ports[3]))
 	environ = append(environ, extraEnv...)
 
 	entrypoint := make([]string, len(ep))

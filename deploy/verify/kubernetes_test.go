@@ -29,7 +29,7 @@ const (
 )
 
 // containerPorts are lcd's ports by the names the manifests give them.
-var containerPorts = map[string]int32{"mutex": 22119, "manager": 22120, "metrics": 22121}
+var containerPorts = map[string]int32{"mutex": 22119, "manager": 22120, "metrics": 22121, "http": 22122}
 
 // manifests is one YAML file decoded into API types.
 type manifests struct {
@@ -173,8 +173,8 @@ func checkService(t *testing.T, s *corev1.Service, d *appsv1.Deployment) {
 			t.Errorf("service port %s: %d -> %s, want %d -> %s", p.Name, p.Port, p.TargetPort.String(), containerPorts[p.Name], p.Name)
 		}
 	}
-	if !slices.Equal(names, []string{"mutex", "metrics"}) {
-		t.Errorf("service ports %q, want mutex and metrics only: the management port can release every lock", names)
+	if !slices.Equal(names, []string{"mutex", "metrics", "http"}) {
+		t.Errorf("service ports %q, want mutex, metrics and http only: the management port can release every lock", names)
 	}
 }
 

@@ -1,10 +1,13 @@
-// Command bench measures lcd beside the protocol's cost floor, in one run,
-// and prints the figures as Markdown for docs/benchmarks.md.
+// Command bench measures lcd beside the cost floor of its protocols, and
+// its session protocol beside Redis, in one run, and prints the figures as
+// Markdown for docs/benchmarks.md.
 //
-//	go run ./internal/bench [-duration 3s] [-rounds 3] [-only throughput,hotkey,memory]
+//	go run ./internal/bench [-duration 3s] [-rounds 3] [-only throughput,hotkey,memory,...]
 //
-// It builds lcd and the floor server (internal/bench/floor), runs each as
-// its own process on 127.0.0.1, and drives them from this process:
+// It builds lcd and the floor server (internal/bench/floor, which serves
+// v1, or with -session the session protocol), runs each as its own
+// process on 127.0.0.1, and drives them from this process. The parts of
+// v1, one request per connection:
 //
 //   - throughput: uncontended lock+unlock cycles (each client its own key)
 //     at 1, 16 and 64 clients, against lcd and against the floor in
@@ -18,6 +21,27 @@
 //     connection) to the next waiter's '+'.
 //   - memory: RSS of lcd per held key with 1,000,000 held keys, and per
 //     parked waiter with 10,000 waiters, from /proc/PID/status.
+//
+// The parts of the session protocol, one session per connection:
+//
+//   - session-throughput: uncontended ACQUIRE+RELEASE cycles at 1, 16 and
+//     64 clients against lcd, against the session floor, and against a
+//     redis-server the benchmark starts (SET NX PX, then a compare-and-
+//     delete script by EVALSHA), in alternating rounds; cycles/s, server
+//     CPU per cycle and lcd's ratios to both.
+//   - session-hotkey: 16 and 64 sessions on one key, all queued before the
+//     first grant, each writing its next ACQUIRE and its RELEASE in one
+//     write; cycles per session and the handoff time from a RELEASE's
+//     write to the next holder's GRANTED.
+//   - session-memory: RSS (and, for lcd, Go heap and stacks from its
+//     metrics) per idle session with 10,000 sessions and per parked
+//     request, and the server's CPU while those sessions PING every
+//     keepalive_ms, for lcd and for the session floor.
+//
+// With -before BIN, the session parts also measure the lcd binary BIN (of
+// an earlier commit, say) in the same rounds, for before/after figures.
+// With -perf DIR, each lcd and floor server the benchmark starts is
+// recorded by perf (perf record -g) into DIR, for perf report.
 //
 // Linux only (it reads /proc).
 package main
@@ -37,6 +61,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/locking-center/locking-center/oneshot"
@@ -45,12 +70,22 @@ import (
 var (
 	duration = flag.Duration("duration", 3*time.Second, "length of one measured round")
 	rounds   = flag.Int("rounds", 3, "rounds per server and client count; the median is reported")
-	only     = flag.String("only", "throughput,hotkey,memory", "comma-separated parts to run")
+	only     = flag.String("only", strings.Join(allParts, ","), "comma-separated parts to run")
 	heldKeys = flag.Int("held-keys", 1_000_000, "held keys for the memory figure")
 	waiters  = flag.Int("waiters", 10_000, "parked waiters for the memory figure")
 	lcdPath  = flag.String("lcd", "", "an lcd binary to measure instead of one built from ./cmd/lcd")
 	hotList  = flag.String("hot-clients", "16,64", "comma-separated client counts of the hot-key rounds")
+	redisBin = flag.String("redis", "redis-server", "the redis-server binary of session-throughput; the Redis columns are left empty when it is not found")
+	sessions = flag.Int("sessions", 10_000, "idle sessions for session-memory")
+	cycList  = flag.String("session-clients", "1,16,64", "comma-separated client counts of session-throughput")
+	before   = flag.String("before", "", "another lcd binary (say, of an earlier commit) to measure beside lcd in the session parts")
+	perfDir  = flag.String("perf", "", "a directory to record each lcd and floor into with perf record -g (lcd-N.data, floor-N.data)")
+
+	keepaliveWindow = flag.Duration("keepalive-window", 20*time.Second, "how long session-memory measures the CPU of keepalives")
 )
+
+// allParts are the parts of the benchmark, in the order they run.
+var allParts = []string{"throughput", "hotkey", "memory", "session-throughput", "session-hotkey", "session-memory"}
 
 // lcdLogLevel is the LOG_LEVEL of the lcd under measurement.
 var lcdLogLevel = "warn"
@@ -72,15 +107,14 @@ func main() {
 	}
 	build(floor, "./internal/bench/floor")
 
-	hotClients = nil
-	for _, f := range strings.Split(*hotList, ",") {
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 2 {
-			log.Fatalf("-hot-clients: %q is not a client count of 2 or more", f)
-		}
-		hotClients = append(hotClients, n)
-	}
+	hotClients = counts("hot-clients", *hotList, 2)
+	cycleClients = counts("session-clients", *cycList, 1)
 	parts := strings.Split(*only, ",")
+	for _, p := range parts {
+		if !slices.Contains(allParts, p) {
+			log.Fatalf("-only: no part %q; the parts are %s", p, strings.Join(allParts, ","))
+		}
+	}
 	fmt.Printf("# Benchmark run %s, %d CPUs, round %v x %d\n\n", time.Now().UTC().Format(time.RFC3339), numCPU(), *duration, *rounds)
 	if slices.Contains(parts, "throughput") {
 		throughput(lcd, floor)
@@ -91,6 +125,29 @@ func main() {
 	if slices.Contains(parts, "memory") {
 		memory(lcd)
 	}
+	if slices.Contains(parts, "session-throughput") {
+		sessionThroughput(lcd, floor, *redisBin, *before)
+	}
+	if slices.Contains(parts, "session-hotkey") {
+		sessionHotKey(lcd, *before)
+	}
+	if slices.Contains(parts, "session-memory") {
+		sessionMemory(lcd, floor, *before)
+	}
+}
+
+// counts parses a flag's comma-separated client counts, each at least
+// least.
+func counts(name, list string, least int) []int {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < least {
+			log.Fatalf("-%s: %q is not a client count of %d or more", name, f, least)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 func build(out, pkg string) {
@@ -109,11 +166,16 @@ func numCPU() int {
 // server is a process under measurement.
 type server struct {
 	cmd     *exec.Cmd
-	addr    string // mutex port
-	metrics string // metrics endpoint, lcd only
+	addr    string    // mutex port, or Redis's port
+	metrics string    // metrics endpoint, lcd only
+	perf    *exec.Cmd // perf recording the server, with -perf
+	dir     string    // removed once the server stopped
+	sha     string    // Redis only: the SHA1 of releaseScript
 }
 
 // startLCD runs lcd on free ports of 127.0.0.1 and waits for it to listen.
+// The HTTP API is off: nothing here measures it, and its port (the mutex
+// port + 3) was not picked free.
 func startLCD(bin string) *server {
 	ports := freePorts(3)
 	cmd := exec.Command(bin)
@@ -121,37 +183,72 @@ func startLCD(bin string) *server {
 		"BIND_ADDRESS=127.0.0.1:"+ports[0],
 		"MANAGER_ADDRESS=127.0.0.1:"+ports[1],
 		"METRICS_ADDRESS=127.0.0.1:"+ports[2],
+		"HTTP_ADDRESS=",
 		"LOG_LEVEL="+lcdLogLevel)
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		log.Fatal(err)
-	}
+	spawn(cmd)
 	s := &server{cmd: cmd, addr: "127.0.0.1:" + ports[0], metrics: "127.0.0.1:" + ports[2]}
 	waitListening(s.addr)
+	if *perfDir != "" {
+		s.record(*perfDir)
+	}
 	return s
 }
 
-// startFloor runs the floor server and reads its address.
-func startFloor(bin string) *server {
-	cmd := exec.Command(bin, "127.0.0.1:0")
+// perfRuns numbers the recordings of -perf.
+var perfRuns atomic.Int64
+
+// record starts perf recording the server into dir.
+func (s *server) record(dir string) {
+	out := filepath.Join(dir, fmt.Sprintf("%s-%d.data", filepath.Base(s.cmd.Path), perfRuns.Add(1)))
+	s.perf = exec.Command("perf", "record", "-g", "-F", "999", "-o", out, "-p", strconv.Itoa(s.cmd.Process.Pid))
+	s.perf.Stderr = os.Stderr
+	if err := s.perf.Start(); err != nil {
+		log.Fatalf("perf: %v", err)
+	}
+	log.Printf("perf records %s (pid %d) into %s", s.cmd.Path, s.cmd.Process.Pid, out)
+}
+
+// startFloor runs the floor server, with args before its address, and
+// reads its address.
+func startFloor(bin string, args ...string) *server {
+	cmd := exec.Command(bin, append(args, "127.0.0.1:0")...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		log.Fatal(err)
 	}
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		log.Fatal(err)
-	}
+	spawn(cmd)
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		log.Fatalf("floor: %v", err)
 	}
-	return &server{cmd: cmd, addr: strings.TrimSpace(line)}
+	s := &server{cmd: cmd, addr: strings.TrimSpace(line)}
+	if *perfDir != "" {
+		s.record(*perfDir)
+	}
+	return s
+}
+
+// spawn starts cmd, to be killed when this process ends, even by
+// log.Fatal.
+func spawn(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		log.Fatalf("%s: %v", cmd.Path, err)
+	}
 }
 
 func (s *server) stop() {
+	if s.perf != nil {
+		s.perf.Process.Signal(os.Interrupt)
+		s.perf.Wait()
+	}
 	s.cmd.Process.Kill()
 	s.cmd.Wait()
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+	}
 }
 
 func freePorts(n int) []string {
@@ -260,18 +357,32 @@ type result struct {
 // drive runs clients concurrent lock+unlock loops, each on its own key, for
 // the round's duration, and measures cycles and the server's CPU.
 func drive(s *server, clients int) result {
+	return driveWith(s, clients, func(i int) (func() error, func()) {
+		key := "bench/" + strconv.Itoa(i)
+		return func() error { return cycle(s.addr, key) }, func() {}
+	})
+}
+
+// driveWith opens clients clients with open (client i's cycle and what
+// ends it), runs their cycles concurrently for the round's duration, and
+// measures cycles and the server's CPU; the opening and the ending are not
+// measured.
+func driveWith(s *server, clients int, open func(i int) (cycle func() error, end func())) result {
 	var stop atomic.Bool
 	var total atomic.Int64
 	var wg sync.WaitGroup
-	cpu0, t0 := s.cpuTime(), time.Now()
+	cycles, ends := make([]func() error, clients), make([]func(), clients)
 	for i := range clients {
+		cycles[i], ends[i] = open(i)
+	}
+	cpu0, t0 := s.cpuTime(), time.Now()
+	for _, cycle := range cycles {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			key := "bench/" + strconv.Itoa(i)
 			n := int64(0)
 			for !stop.Load() {
-				if err := cycle(s.addr, key); err != nil {
+				if err := cycle(); err != nil {
 					log.Fatal(err)
 				}
 				n++
@@ -279,12 +390,36 @@ func drive(s *server, clients int) result {
 			total.Add(n)
 		}()
 	}
+	elapsed := runRound(t0, &stop, &wg)
+	cpu := s.cpuTime() - cpu0
+	for _, end := range ends {
+		end()
+	}
+	n := total.Load()
+	return result{perSec: float64(n) / elapsed.Seconds(), cpuCycle: cpu / time.Duration(n)}
+}
+
+// runRound lets a round's clients run for its duration, then stops them,
+// waits for them and returns the time since start.
+func runRound(start time.Time, stop *atomic.Bool, wg *sync.WaitGroup) time.Duration {
 	time.Sleep(*duration)
 	stop.Store(true)
 	wg.Wait()
-	elapsed, cpu := time.Since(t0), s.cpuTime()-cpu0
-	n := total.Load()
-	return result{perSec: float64(n) / elapsed.Seconds(), cpuCycle: cpu / time.Duration(n)}
+	return time.Since(start)
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+// percentile returns the p-quantile (0 to 1) of sorted, which is not
+// empty.
+func percentile(sorted []float64, p float64) float64 {
+	return sorted[int(p*float64(len(sorted)-1))]
 }
 
 func median(xs []float64) float64 {
@@ -428,17 +563,11 @@ func hotKeyRound(lcd *server, clients int, queued bool) {
 	if a, err := requestThen(lcd.addr, unlock, func() { lastSent.Store(time.Since(origin).Nanoseconds()) }); err != nil || a != oneshot.AnswerOK {
 		log.Fatalf("starter's unlock: %q %v", a, err)
 	}
-	time.Sleep(*duration)
-	stop.Store(true)
-	wg.Wait()
-	elapsed := time.Since(start)
-	total := 0
-	for _, c := range counts {
-		total += c
-	}
+	elapsed := runRound(start, &stop, &wg)
+	total := sum(counts)
 	slices.Sort(handoffs)
 	slices.Sort(fromDial)
-	pct := func(p float64) float64 { return handoffs[int(p*float64(len(handoffs)-1))] }
+	pct := func(p float64) float64 { return percentile(handoffs, p) }
 	when := "after its unlock"
 	if queued {
 		when = "before its unlock"
@@ -455,25 +584,12 @@ func memory(lcdBin string) {
 
 	lcd := startLCD(lcdBin)
 	base := lcd.rss()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1)
-				if i > int64(*heldKeys) {
-					return
-				}
-				key := "held/" + strconv.FormatInt(i, 10)
-				if a, err := request(lcd.addr, oneshot.Request{Action: oneshot.ActionTryLock, Key: key}); err != nil || a != oneshot.AnswerOK {
-					log.Fatalf("trylock %s: %q %v", key, a, err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	parallel(*heldKeys, func(i int) {
+		key := "held/" + strconv.Itoa(i+1)
+		if a, err := request(lcd.addr, oneshot.Request{Action: oneshot.ActionTryLock, Key: key}); err != nil || a != oneshot.AnswerOK {
+			log.Fatalf("trylock %s: %q %v", key, a, err)
+		}
+	})
 	after := lcd.rss()
 	fmt.Printf("| held key | %d | %s | %s | %.0f |\n", *heldKeys, mib(base), mib(after), float64(after-base)/float64(*heldKeys))
 	lcd.stop()
@@ -502,6 +618,26 @@ func memory(lcdBin string) {
 	fmt.Println()
 }
 
+// parallel calls f(i) for every i from 0 to n-1, from 32 goroutines.
+func parallel(n int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // waitMetric polls lcd's metrics endpoint until the named gauge reads want.
@@ -517,18 +653,39 @@ func waitMetric(addr, name string, want int) {
 }
 
 func scrape(addr, name string) (float64, bool) {
+	v := scrapeAll(addr, name)
+	if len(v) == 0 {
+		return 0, false
+	}
+	return v[0], true
+}
+
+// scrapeAll reads lcd's metrics once and returns the values of the named
+// series, in order, or nil unless it found them all.
+func scrapeAll(addr string, names ...string) []float64 {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
-		return 0, false
+		return nil
 	}
 	defer c.Close()
 	fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n", addr)
 	body, _ := io.ReadAll(c)
+	out := make([]float64, len(names))
+	found := 0
 	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f, err == nil
+		for i, name := range names {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					return nil
+				}
+				out[i] = f
+				found++
+			}
 		}
 	}
-	return 0, false
+	if found != len(names) {
+		return nil
+	}
+	return out
 }

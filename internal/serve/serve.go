@@ -75,11 +75,13 @@ func (s *Conns) Add(c net.Conn) bool {
 	return true
 }
 
-// Remove stops tracking c.
-func (s *Conns) Remove(c net.Conn) {
+// Remove stops tracking c and reports whether it was tracked.
+func (s *Conns) Remove(c net.Conn) bool {
 	s.mu.Lock()
+	_, ok := s.m[c]
 	delete(s.m, c)
 	s.mu.Unlock()
+	return ok
 }
 
 // Len returns the number of tracked connections.
@@ -225,6 +227,10 @@ type Server struct {
 	mu        sync.Mutex
 	listeners []net.Listener
 	closed    bool
+
+	gate     *Gate // nil: no cap
+	operator bool
+	refuse   func(net.Conn)
 }
 
 // NewServer returns a server that opens each connection with open; the
@@ -236,7 +242,9 @@ func NewServer(open ServerOpener, log *slog.Logger) *Server {
 
 // Finish closes c, a connection the work kept open, and stops tracking it.
 func (s *Server) Finish(c net.Conn) {
-	s.conns.Remove(c)
+	if s.conns.Remove(c) {
+		s.gate.Release(s.operator)
+	}
 	c.Close()
 }
 
@@ -260,7 +268,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // openConn tracks c, opens it, and returns the work left, which closes c
 // unless it keeps it open.
 func (s *Server) openConn(c net.Conn) func() {
+	if !s.gate.Take(s.operator) {
+		if s.refuse != nil {
+			s.refuse(c)
+		}
+		c.Close()
+		return nil
+	}
 	if !s.conns.Add(c) {
+		s.gate.Release(s.operator)
 		c.Close()
 		return nil
 	}

@@ -1,20 +1,30 @@
-// Command floor is the cost floor of the mutex-port protocol: a server
-// that accepts a connection, reads one whole request, answers '+' and
-// closes. It keeps no table. The benchmark runs it beside lcd so that
-// lcd's throughput and CPU are read as ratios to what the connection
-// itself costs on the same machine at the same moment.
+// Command floor is the cost floor of the mutex port's protocols: a server
+// that keeps no table and answers at once. The benchmark runs it beside
+// lcd so that lcd's throughput and CPU are read as ratios to what the
+// connections themselves cost on the same machine at the same moment.
+//
+//   - By default, the floor of v1: it accepts a connection, reads one
+//     whole request, answers '+' and closes.
+//   - With -session, the floor of the session protocol (v2): it reads the
+//     preface and then frames on a persistent connection and answers every
+//     frame at once, WELCOME to HELLO and RESUME, GRANTED to ACQUIRE, OK
+//     to the rest, with no sessions and no queues; the answers to the
+//     frames of one read leave in one write, as lcd's do. It decodes
+//     frames with lcd's decoder (session.ParseFrame).
 //
 // It listens as lcd's mutex port does (oneshot.Listen: no TCP keep-alive,
 // deferred accept on Linux), so the comparison is of the work done per
-// connection and not of socket options.
+// connection and not of socket options. One goroutine serves each
+// connection.
 //
-// Usage: floor ADDR. It prints its bound address on the first line of
-// standard output and serves until killed.
+// Usage: floor [-session] ADDR. It prints its bound address on the first
+// line of standard output and serves until killed.
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -23,16 +33,23 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: floor ADDR")
+	sessions := flag.Bool("session", false, "serve the session protocol instead of v1")
+	flag.Usage = func() { fmt.Fprintln(os.Stderr, "usage: floor [-session] ADDR") }
+	flag.Parse()
+	if flag.NArg() != 1 {
+		flag.Usage()
 		os.Exit(2)
 	}
-	ln, err := oneshot.Listen(context.Background(), "tcp", os.Args[1])
+	ln, err := oneshot.Listen(context.Background(), "tcp", flag.Arg(0))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(1)
 	}
 	fmt.Println(ln.Addr())
+	serve := serveV1
+	if *sessions {
+		serve = serveSession
+	}
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -45,8 +62,8 @@ func main() {
 	}
 }
 
-// serve reads one request, answers '+' and closes.
-func serve(c net.Conn) {
+// serveV1 reads one request, answers '+' and closes.
+func serveV1(c net.Conn) {
 	defer c.Close()
 	var buf [300]byte
 	n := 0
