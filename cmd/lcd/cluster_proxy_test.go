@@ -262,10 +262,25 @@ func (lc *lcdCluster) addNode() int {
 	return i
 }
 
-// stop ends node i with SIGTERM, as a rolling restart does.
+// stopWithin bounds how long a node may take to exit after SIGTERM.
+const stopWithin = time.Minute
+
+// stop ends node i with SIGTERM, as a rolling restart does. A node that
+// has not exited within stopWithin gets SIGQUIT, which logs its
+// goroutines, and fails the test.
 func (lc *lcdCluster) stop(i int) {
-	if code := lc.nodes[i].p.terminate(); code != 0 {
-		lc.t.Errorf("%s exited %d after SIGTERM:\n%s", lc.nodes[i].id, code, lastLines(lc.nodes[i].p.log.String(), 40))
+	p := lc.nodes[i].p
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(stopWithin):
+		p.cmd.Process.Signal(syscall.SIGQUIT)
+		<-p.exited
+		lc.t.Errorf("%s had not exited %v after SIGTERM:\n%s", lc.nodes[i].id, stopWithin, lastLines(p.log.String(), 600))
+		return
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		lc.t.Errorf("%s exited %d after SIGTERM:\n%s", lc.nodes[i].id, code, lastLines(p.log.String(), 40))
 	}
 }
 

@@ -225,6 +225,27 @@ func (l *load) holderOf(key, src string) (uint64, error) {
 	return 0, fmt.Errorf("no leader answered a listing within 30s")
 }
 
+// v1Settle is how long an unanswered v1 grant must stay with its source
+// before a client counts it as its own.
+const v1Settle = 2 * time.Second
+
+// settled returns the token with which src holds key once the grant of
+// token, which src's lock was not answered, has settled: 0 when the
+// leader passed it on, token when it stayed for v1Settle. The leader
+// passes on a grant whose connection it finds gone before or after its
+// '+' (that connection was cut), which it may do only after the client
+// has seen its lock fail and the grant in the listing; v1 tells nobody
+// when it has decided, so the client watches the grant for a while.
+func (l *load) settled(key, src string, token uint64) (uint64, error) {
+	for since := time.Now(); time.Since(since) < v1Settle; time.Sleep(pollEvery) {
+		t, err := l.holderOf(key, src)
+		if err != nil || t != token {
+			return 0, err
+		}
+	}
+	return token, nil
+}
+
 // sessionWorker takes and releases keys through a session, and now and
 // then describes the key it holds.
 func (l *load) sessionWorker(n int, seed uint64) {
@@ -313,6 +334,12 @@ func (l *load) v1Worker(n int, seed uint64) {
 			if err == nil && t == 0 {
 				l.rec.fail("%s: %s answered '+' but not held at the leader", src, key)
 				return
+			}
+			if err != nil && t != 0 {
+				if t, herr = l.settled(key, src, t); herr != nil {
+					l.rec.fail("%s: %v", src, herr)
+					return
+				}
 			}
 			token = t // an unanswered lock that took effect holds the key too
 		}
