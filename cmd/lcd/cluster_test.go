@@ -14,6 +14,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
+	"github.com/locking-center/locking-center/cluster"
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/session"
 )
@@ -225,17 +226,18 @@ func (l *load) holderOf(key, src string) (uint64, error) {
 	return 0, fmt.Errorf("no leader answered a listing within 30s")
 }
 
-// v1Settle is how long an unanswered v1 grant must stay with its source
-// before a client counts it as its own.
-const v1Settle = 2 * time.Second
+// v1Settle is how long the grant of an unanswered v1 request must stay
+// as it is before a client counts on it: longer than a follower holds a
+// request while it waits for a leader to forward it to.
+const v1Settle = cluster.DefaultForwardTimeout + 2*time.Second
 
-// settled returns the token with which src holds key once the grant of
-// token, which src's lock was not answered, has settled: 0 when the
-// leader passed it on, token when it stayed for v1Settle. The leader
-// passes on a grant whose connection it finds gone before or after its
-// '+' (that connection was cut), which it may do only after the client
-// has seen its lock fail and the grant in the listing; v1 tells nobody
-// when it has decided, so the client watches the grant for a while.
+// settled returns the token with which src holds key once an unanswered
+// v1 request about the grant of token has settled: 0 when the grant went
+// (the leader passed on a grant whose connection it found cut, or an
+// unlock applied late), token when it stayed for v1Settle. The leader may
+// decide after the client has seen its request fail and the grant in the
+// listing, and v1 tells nobody when it has, so the client watches the
+// grant for a while.
 func (l *load) settled(key, src string, token uint64) (uint64, error) {
 	for since := time.Now(); time.Since(since) < v1Settle; time.Sleep(pollEvery) {
 		t, err := l.holderOf(key, src)
@@ -360,9 +362,10 @@ func (l *load) v1Worker(n int, seed uint64) {
 			if err := client().Unlock(ctx, key); err == nil {
 				break
 			}
-			// Unanswered: unlock again only while the key is still ours, or a
-			// v1 unlock would take it from the next holder.
-			t, err := l.holderOf(key, src)
+			// Unanswered: it may still apply (a follower forwards it late).
+			// Unlock again only once the key has stayed ours, or a v1 unlock
+			// would take it from the next holder.
+			t, err := l.settled(key, src, token)
 			if err != nil {
 				l.rec.fail("%s: %v", src, err)
 				return
