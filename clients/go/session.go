@@ -345,17 +345,19 @@ func (s *Session) target() string {
 func (s *Session) failedAt(addr string, err error) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	g := (*goodbyeError)(nil)
-	if errors.As(err, &g) && g.code == codeNotLeader && g.leader != "" && g.leader != addr {
-		s.leader = g.leader
-		return true
-	}
 	if s.leader == addr {
 		s.leader = ""
-	} else {
+	} else if s.addrs[s.at] == addr {
 		s.at = (s.at + 1) % len(s.addrs)
 	}
-	return !errors.As(err, &g) || !g.final()
+	g := (*goodbyeError)(nil)
+	if !errors.As(err, &g) {
+		return true
+	}
+	if g.code == codeNotLeader && g.leader != addr {
+		s.leader = g.leader
+	}
+	return !g.final()
 }
 
 // ID returns the session's id on the server.

@@ -138,3 +138,18 @@ func TestSessionNoLeader(t *testing.T) {
 		t.Fatalf("asked the followers %d and %d times, want once each", f1.conns.Load(), f2.conns.Load())
 	}
 }
+
+// A follower that names a leader that is gone does not end the round:
+// the session goes on to the next address.
+func TestSessionNamedLeaderGone(t *testing.T) {
+	srv := startServer(t, serverOptions{})
+	f := startFollower(t, lockingcenter.DeadAddr(t))
+	s, err := lockingcenter.NewSession(context.Background(), f.addr, lockingcenter.WithAddresses(srv.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, ok := srv.sessionInfo(s.ID()); !ok {
+		t.Fatalf("session %d not at %s", s.ID(), srv.addr)
+	}
+}
