@@ -38,6 +38,12 @@ type sessClient struct {
 
 var errSessionLost = errors.New("the session was lost")
 
+// sessTTL is the TTL a sessClient asks for. It sends nothing while it
+// waits for a key, so the TTL must outlast the longest wait: behind a v1
+// client that watches an unanswered grant settle (v1Settle), a failover,
+// and the other clients of the key.
+const sessTTL = 60 * time.Second
+
 // frame encodes a frame of type ty answering id with fields.
 func frame(ty session.Type, id uint64, fields ...[]byte) []byte {
 	b := []byte{0, 0, 0, 0, byte(ty)}
@@ -101,7 +107,7 @@ func (s *sessClient) dial(addr string) (bool, error) {
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	var hello []byte
 	if s.id == 0 {
-		hello = frame(session.TypeHello, 0, field(session.TagName, []byte(s.name)), u32Field(session.TagTTL, 10_000))
+		hello = frame(session.TypeHello, 0, field(session.TagName, []byte(s.name)), u32Field(session.TagTTL, uint32(sessTTL.Milliseconds())))
 	} else {
 		hello = frame(session.TypeResume, 0, u64Field(session.TagSession, s.id), field(session.TagSecret, s.secret))
 	}
