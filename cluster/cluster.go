@@ -31,6 +31,7 @@ const (
 	logLeader    = "leader"
 	logTerm      = "term"
 	logDir       = "dir"
+	logMember    = "member"
 )
 
 // Files in Config.Dir.
@@ -74,7 +75,10 @@ type Cluster struct {
 
 	ready     atomic.Bool // the leader's restart applied in this term
 	quit      chan struct{}
-	done      chan struct{} // the leadership loop ended
+	done      chan struct{}  // the leadership loop ended
+	wg        sync.WaitGroup // the other goroutines of Start
+	raftDone  chan struct{}  // closed once raft has shut down (Close, or this node was removed)
+	observed  chan raft.Observation
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -91,7 +95,7 @@ func New(cfg Config) (*Cluster, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Cluster{cfg: cfg, log: log.With(slog.String(logNode, cfg.NodeID)), quit: make(chan struct{}),
-		done: make(chan struct{})}, nil
+		done: make(chan struct{}), raftDone: make(chan struct{}), observed: make(chan raft.Observation, 64)}, nil
 }
 
 // Start opens Config.Dir (raft.db, the log and stable store, and
@@ -125,11 +129,6 @@ func (c *Cluster) Start(n *mutex.Node) error {
 		c.store.Close()
 		return fmt.Errorf("cluster: snapshots in %s: %w", c.cfg.Dir, err)
 	}
-	advertise, err := resolveTCP(c.cfg.RaftAdvertise)
-	if err != nil {
-		c.store.Close()
-		return err
-	}
 	ln := c.cfg.RaftListener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", c.cfg.RaftBind); err != nil {
@@ -139,7 +138,7 @@ func (c *Cluster) Start(n *mutex.Node) error {
 	}
 	c.raftAddr = ln.Addr()
 	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: &tcpStream{Listener: ln, advertise: advertise, dial: c.dialAddress},
+		Stream: newTCPStream(ln, advertised(c.cfg.RaftAdvertise), c.dialAddress, c.serveControl),
 		Logger: hl.Named("transport"), MaxPool: transportPool, Timeout: transportTimeout})
 	rc := c.raftConfig(hl)
 	existing, err := raft.HasExistingState(c.store, c.store, snaps)
@@ -152,6 +151,9 @@ func (c *Cluster) Start(n *mutex.Node) error {
 		c.release()
 		return fmt.Errorf("cluster: start raft: %w", err)
 	}
+	c.raft.RegisterObserver(raft.NewObserver(c.observed, false, nil))
+	c.wg.Add(1)
+	go c.observe()
 	switch {
 	case existing:
 		c.log.Info("raft state found, rejoining the cluster", slog.String(logDir, c.cfg.Dir),
@@ -173,6 +175,8 @@ func (c *Cluster) Start(n *mutex.Node) error {
 		c.log.Info("bootstrapped a new cluster", slog.Int("peers", len(servers)))
 	}
 	go c.watchLeadership()
+	c.wg.Add(1)
+	go c.keepAddress()
 	return nil
 }
 
@@ -223,6 +227,7 @@ func (c *Cluster) Close() error {
 		}
 		err := c.raft.Shutdown().Error()
 		<-c.done
+		c.wg.Wait()
 		c.closeErr = errors.Join(err, c.release())
 	})
 	return c.closeErr
@@ -249,10 +254,57 @@ func (c *Cluster) Propose(cmd *mutex.Command) (wait func() error) {
 	}
 	f := c.raft.Apply(appendCommandEntry(nil, cmd), c.cfg.ApplyTimeout)
 	return func() error {
-		if err := f.Error(); err != nil {
+		if err := c.await(f); err != nil {
 			return notLeader(err)
 		}
 		return nil
+	}
+}
+
+// await returns f's error once raft answers it. Raft leaves unanswered
+// the futures it had queued when it shuts down (hashicorp/raft#498), so
+// once this node is closing, or raft has shut down, await returns
+// raft.ErrRaftShutdown instead; the goroutine that waits for f then waits
+// on until raft answers, if ever.
+func (c *Cluster) await(f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-c.quit:
+	case <-c.raftDone:
+	}
+	select {
+	case err := <-done:
+		return err
+	default:
+		return raft.ErrRaftShutdown
+	}
+}
+
+// observe follows raft's observations until Close: it notes when raft
+// has shut down (this node was removed from the cluster).
+func (c *Cluster) observe() {
+	defer c.wg.Done()
+	for {
+		select {
+		case o := <-c.observed:
+			if st, ok := o.Data.(raft.RaftState); ok && st == raft.Shutdown {
+				c.closeRaftDone()
+			}
+		case <-c.quit:
+			return
+		}
+	}
+}
+
+// closeRaftDone closes raftDone once.
+func (c *Cluster) closeRaftDone() {
+	select {
+	case <-c.raftDone:
+	default:
+		close(c.raftDone)
 	}
 }
 
@@ -262,7 +314,7 @@ func (c *Cluster) VerifyLeader() error {
 	if c.raft == nil {
 		return mutex.ErrNotLeader
 	}
-	if err := c.raft.VerifyLeader().Error(); err != nil {
+	if err := c.await(c.raft.VerifyLeader()); err != nil {
 		return notLeader(err)
 	}
 	return nil
@@ -343,8 +395,11 @@ func (c *Cluster) Leader() string {
 		return ""
 	}
 	_, id := c.raft.LeaderWithID()
-	if id == "" {
+	switch string(id) {
+	case "":
 		return ""
+	case c.cfg.NodeID:
+		return c.cfg.ClientAddress // the log may still record an address of an earlier run
 	}
 	p, _ := c.fsm.member(string(id))
 	return p.ClientAddress
@@ -387,7 +442,7 @@ func (c *Cluster) watchLeadership() {
 // the log when the log has another or none.
 func (c *Cluster) takeOver(term uint64) bool {
 	for {
-		err := c.raft.Barrier(c.cfg.ApplyTimeout).Error()
+		err := c.await(c.raft.Barrier(c.cfg.ApplyTimeout))
 		if err == nil {
 			break
 		}
@@ -438,7 +493,7 @@ func (c *Cluster) recordMembers() {
 		futures = append(futures, c.raft.Apply(memberEntry(p), c.cfg.ApplyTimeout))
 	}
 	for _, f := range futures {
-		if err := f.Error(); err != nil {
+		if err := c.await(f); err != nil {
 			c.log.Warn("member not recorded", slog.Any(logError, err))
 		}
 	}
@@ -459,7 +514,10 @@ type Status struct {
 	LastIndex    uint64 `json:"last_index"`
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
-	Members      []Peer `json:"members"`
+	// Members are the servers of the configuration, with the addresses
+	// the log records (this node's own as it is configured); none of them
+	// is asked.
+	Members []Member `json:"members"`
 	// Digest is the SHA-256 of the table's snapshot records at
 	// AppliedIndex, when asked for: two nodes at one applied index with
 	// one digest hold the same table.
@@ -473,7 +531,7 @@ func (c *Cluster) Status(digest bool) Status {
 	_, id := c.raft.LeaderWithID()
 	st := Status{ID: c.cfg.NodeID, State: c.raft.State().String(), Ready: c.ready.Load(), Leader: c.Leader(),
 		LeaderID: string(id), Term: c.raft.CurrentTerm(), LastIndex: c.raft.LastIndex(),
-		CommitIndex: c.raft.CommitIndex(), Members: c.fsm.memberList(true)}
+		CommitIndex: c.raft.CommitIndex(), Members: c.knownMembers()}
 	if !digest {
 		st.AppliedIndex = c.fsm.applied.Load()
 		st.Keys = c.node.Len()
@@ -486,6 +544,25 @@ func (c *Cluster) Status(digest bool) Status {
 	st.Keys = t.Len()
 	st.Digest = TableDigest(t)
 	return st
+}
+
+// knownMembers returns the servers of the configuration with the
+// addresses the log records, without asking them.
+func (c *Cluster) knownMembers() []Member {
+	servers, _ := c.configuration()
+	leader := c.leaderID()
+	out := make([]Member, 0, len(servers))
+	for _, s := range servers {
+		rec, _ := c.fsm.member(string(s.ID))
+		m := Member{ID: string(s.ID), RaftAddress: string(s.Address), ClientAddress: rec.ClientAddress,
+			Voter: s.Suffrage == raft.Voter, Leader: string(s.ID) == leader, LastContact: -1}
+		if m.ID == c.cfg.NodeID {
+			m.fill(c.nodeStatus())
+		}
+		out = append(out, m)
+	}
+	sortMembers(out)
+	return out
 }
 
 // TableDigest returns the hex SHA-256 of t's snapshot records.

@@ -10,10 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 	"github.com/locking-center/locking-center/mutex"
 )
 
@@ -52,26 +55,59 @@ func newTestCluster(t *testing.T, size int) []*testNode {
 			t.Fatal(err)
 		}
 		lns = append(lns, ln)
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddress: ln.Addr().String(),
-			ClientAddress: fmt.Sprintf("client-%d:1", i+1)})
+		id := fmt.Sprintf("n%d", i+1)
+		peers = append(peers, Peer{ID: id, RaftAddress: ln.Addr().String(), ClientAddress: "client-" + id + ":1"})
 	}
 	var nodes []*testNode
 	changed := make(chan struct{}, 1)
 	for i, p := range peers {
-		tn := &testNode{id: p.ID, changed: changed}
-		tn.cfg = Config{NodeID: p.ID, RaftBind: p.RaftAddress, RaftListener: lns[i], Dir: t.TempDir(), Peers: peers,
-			ElectionTimeout: 200 * time.Millisecond, Logger: testLogger(t).With("node", p.ID),
-			OnLeader: func(l bool) {
-				tn.leading.Store(l)
-				select {
-				case changed <- struct{}{}:
-				default:
-				}
-			}}
+		tn := newTestNode(t, p.ID, lns[i], changed)
+		tn.cfg.Peers = peers
 		tn.start(t)
 		nodes = append(nodes, tn)
 	}
 	return nodes
+}
+
+// newTestNode returns a node of id on ln that is not started, with no
+// peers, sharing changed with the nodes of its cluster.
+func newTestNode(t *testing.T, id string, ln net.Listener, changed chan struct{}) *testNode {
+	tn := &testNode{id: id, changed: changed}
+	tn.cfg = Config{NodeID: id, RaftBind: ln.Addr().String(), RaftListener: ln, Dir: t.TempDir(),
+		ClientAddress: "client-" + id + ":1", ElectionTimeout: testElection,
+		Logger: testLogger(t).With("node", id),
+		OnLeader: func(l bool) {
+			tn.leading.Store(l)
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}}
+	return tn
+}
+
+// eventually polls cond until it holds, for at most 30 s, and fails t
+// with what otherwise. The nodes' state changes in their own goroutines
+// with nothing to wait on from here.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 30s: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// clientOf returns the client address that tn's status lists for id.
+func clientOf(tn *testNode, id string) string {
+	for _, m := range tn.c.Status(false).Members {
+		if m.ID == id {
+			return m.ClientAddress
+		}
+	}
+	return ""
 }
 
 // start starts the node on its configuration.
@@ -101,6 +137,39 @@ func (tn *testNode) restart(t *testing.T) {
 	tn.stop()
 	tn.cfg.RaftListener = nil
 	tn.start(t)
+}
+
+// testElection is the election timeout of the test nodes: above what a
+// loaded machine with the race detector stalls for, so that leaders do not
+// change when the test does not mean them to.
+const testElection = 500 * time.Millisecond
+
+// tryLock takes c.Key at the leader of nodes, asking again at the next
+// leader when the one asked lost its leadership first; a try whose outcome
+// was unknown and that took effect holds the key with c.Source, and
+// counts. It returns the leader that answered, and the grant.
+func tryLock(t *testing.T, nodes []*testNode, c mutex.Claim) (*testNode, mutex.Grant) {
+	t.Helper()
+	for range 10 {
+		lead := awaitLeader(t, nodes)
+		g, _, err := lead.n.TryLock(c)
+		if err == nil {
+			return lead, g
+		}
+		if !errors.Is(err, mutex.ErrRefused) && !errors.Is(err, mutex.ErrBusy) {
+			t.Fatalf("try %s: %v", c.Key, err)
+		}
+		if lead.n.Linearize() != nil {
+			continue
+		}
+		for _, h := range lead.n.Snapshot().Holders {
+			if h.Key == c.Key && h.Source == c.Source {
+				return lead, mutex.Grant{Token: h.Token, Key: h.Key, Source: h.Source, RemoteAddr: h.RemoteAddr}
+			}
+		}
+	}
+	t.Fatalf("try %s: no leader granted it", c.Key)
+	return nil, mutex.Grant{}
 }
 
 // awaitLeader returns the node of nodes that says it leads, once one does
@@ -152,11 +221,7 @@ func converge(t *testing.T, lead *testNode, nodes []*testNode) {
 // locks and sessions.
 func TestCluster(t *testing.T) {
 	nodes := newTestCluster(t, 3)
-	lead := awaitLeader(t, nodes)
-	g, _, err := lead.n.TryLock(mutex.Claim{Key: "k", Source: "v1", RemoteAddr: "10.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lead, g := tryLock(t, nodes, mutex.Claim{Key: "k", Source: "v1", RemoteAddr: "10.0.0.1:1"})
 	if g.Token>>mutex.TokenShift == 0 {
 		t.Fatalf("token %#x does not carry the entry's position", g.Token)
 	}
@@ -191,9 +256,7 @@ func TestCluster(t *testing.T) {
 	if err := f.c.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := lead.n.TryLock(mutex.Claim{Key: "after-snapshot", Source: "v1"}); err != nil {
-		t.Fatal(err)
-	}
+	lead, _ = tryLock(t, nodes, mutex.Claim{Key: "after-snapshot", Source: "v1"})
 	f.restart(t)
 	converge(t, lead, nodes)
 
@@ -203,9 +266,9 @@ func TestCluster(t *testing.T) {
 	if s := next.n.Snapshot(); len(s.Sessions) != 1 || len(s.Holders) != 2 {
 		t.Fatalf("after the failover: %d sessions, %d holders", len(s.Sessions), len(s.Holders))
 	}
-	g2, _, err := next.n.TryLock(mutex.Claim{Key: "k2", Source: "v1"})
-	if err != nil || g2.Token <= g.Token {
-		t.Fatalf("token %d after %d (%v)", g2.Token, g.Token, err)
+	next, g2 := tryLock(t, followers, mutex.Claim{Key: "k2", Source: "v1"})
+	if g2.Token <= g.Token {
+		t.Fatalf("token %d after %d", g2.Token, g.Token)
 	}
 	st := next.c.Status(true)
 	if st.State != "Leader" || !st.Ready || st.Digest == "" || st.Leader != next.c.cfg.ClientAddress {
@@ -264,13 +327,11 @@ func TestSnapshotStream(t *testing.T) {
 // with tokens above the backup's.
 func TestRestoreFromSnapshot(t *testing.T) {
 	nodes := newTestCluster(t, 3)
-	lead := awaitLeader(t, nodes)
 	var top uint64
+	var lead *testNode
 	for i := range 5 {
-		g, _, err := lead.n.TryLock(mutex.Claim{Key: fmt.Sprint("k", i), Source: "v1"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		var g mutex.Grant
+		lead, g = tryLock(t, nodes, mutex.Claim{Key: fmt.Sprint("k", i), Source: "v1"})
 		top = max(top, g.Token)
 	}
 	if err := lead.c.raft.Snapshot().Error(); err != nil {
@@ -307,9 +368,106 @@ func TestRestoreFromSnapshot(t *testing.T) {
 	if got := holders(lead.n); !slices.Equal(got, want) {
 		t.Fatalf("restored holders:\n got %+v\nwant %+v", got, want)
 	}
-	g, _, err := lead.n.TryLock(mutex.Claim{Key: "after", Source: "v1"})
-	if err != nil || g.Token <= top {
-		t.Fatalf("token %d after restoring %d (%v)", g.Token, top, err)
+	lead, g := tryLock(t, nodes, mutex.Claim{Key: "after", Source: "v1"})
+	if g.Token <= top {
+		t.Fatalf("token %d after restoring %d", g.Token, top)
 	}
 	converge(t, lead, nodes)
+}
+
+// Raft's formatted log values are rendered, not printed as their parts.
+func TestLogFormat(t *testing.T) {
+	var b bytes.Buffer
+	l := newHCLogger(slog.New(slog.NewTextHandler(&b, nil)))
+	l.Info("initial configuration", "servers", hclog.Fmt("%+v", []int{1, 2}), "n", 3)
+	if got := b.String(); !strings.Contains(got, `servers="[1 2]" n=3`) {
+		t.Fatalf("logged %q", got)
+	}
+}
+
+// A forwarded connection that this node cuts (it is shutting down) ends
+// cleanly at the leader, which keeps a grant the client may have read;
+// one the client resets is reset at the leader.
+func TestForwardCutEndsCleanly(t *testing.T) {
+	for _, cut := range []string{"by this node", "by the client"} {
+		t.Run(cut, func(t *testing.T) {
+			leaderLn, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer leaderLn.Close()
+			frontLn, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer frontLn.Close()
+			client, err := net.Dial("tcp", frontLn.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			front, err := frontLn.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			up, err := net.Dial("tcp", leaderLn.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			leader, err := leaderLn.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer leader.Close()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				proxy(front, up, []byte{1, 1, 'k', 0})
+			}()
+			req := make([]byte, 4)
+			if _, err := io.ReadFull(leader, req); err != nil {
+				t.Fatal(err)
+			}
+			leader.Write([]byte{'+'})
+			if _, err := io.ReadFull(client, make([]byte, 1)); err != nil {
+				t.Fatal(err)
+			}
+			if cut == "by this node" {
+				front.Close()
+			} else {
+				client.(*net.TCPConn).SetLinger(0)
+				client.Close()
+			}
+			_, err = io.ReadAll(leader)
+			if reset := err != nil; reset != (cut == "by the client") {
+				t.Fatalf("the leader read %v", err)
+			}
+			leader.Close() // the leader's end after its answer
+			<-done
+		})
+	}
+}
+
+// stuckFuture is a raft future that raft never answers.
+type stuckFuture struct{ release chan struct{} }
+
+func (f stuckFuture) Error() error { <-f.release; return nil }
+
+// A future that raft leaves unanswered at its shutdown does not hold up
+// its waiter: await returns once raft has shut down, or the node closes.
+func TestAwaitEndsAtShutdown(t *testing.T) {
+	for _, end := range []string{"raft shut down", "closing"} {
+		c := &Cluster{quit: make(chan struct{}), raftDone: make(chan struct{})}
+		f := stuckFuture{release: make(chan struct{})}
+		if end == "closing" {
+			close(c.quit)
+		} else {
+			c.closeRaftDone()
+			c.closeRaftDone()
+		}
+		if err := c.await(f); !errors.Is(err, raft.ErrRaftShutdown) {
+			t.Errorf("%s: %v", end, err)
+		}
+		close(f.release)
+	}
 }

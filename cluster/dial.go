@@ -1,29 +1,115 @@
 package cluster
 
 import (
-	"fmt"
+	"bufio"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/locking-center/locking-center/internal/serve"
 )
 
-// resolveTCP resolves the advertised raft address.
-func resolveTCP(addr string) (*net.TCPAddr, error) {
-	a, err := net.ResolveTCPAddr("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: raft advertise address %q: %w", addr, err)
-	}
-	return a, nil
-}
+// advertised is the raft address the other nodes reach this one at, as
+// configured: a host name stays a name, resolved by each dialler when it
+// dials, so that a node whose address behind a stable name changes (a
+// rescheduled pod) is still found.
+type advertised string
 
-// tcpStream is raft's stream layer over a TCP listener that Start bound.
+func (a advertised) Network() string { return "tcp" }
+func (a advertised) String() string  { return string(a) }
+
+// tcpStream is raft's stream layer over the raft port that Start bound.
+// The port carries two protocols, told apart by a connection's first
+// byte: raft's own RPCs (whose first byte is an RPC type, 0 to 4) and this
+// package's control requests (controlByte; see doc.go). Connections of
+// raft are handed to raft through Accept; control requests are served by
+// control.
 type tcpStream struct {
-	net.Listener
+	ln        net.Listener
 	advertise net.Addr
 	// dial returns the address to dial for a peer's raft address.
 	dial func(raft.ServerAddress) string
+	// control serves one control connection, its first byte read.
+	control func(net.Conn)
+
+	group     serve.Group
+	conns     chan net.Conn
+	quit      chan struct{}
+	closeOnce sync.Once
+	done      chan struct{} // the accept loop ended
 }
+
+// firstByteTimeout bounds the wait for a new connection's first byte.
+const firstByteTimeout = transportTimeout
+
+// newTCPStream starts accepting on ln.
+func newTCPStream(ln net.Listener, advertise net.Addr, dial func(raft.ServerAddress) string, control func(net.Conn)) *tcpStream {
+	s := &tcpStream{ln: ln, advertise: advertise, dial: dial, control: control, conns: make(chan net.Conn),
+		quit: make(chan struct{}), done: make(chan struct{})}
+	go s.acceptLoop()
+	return s
+}
+
+// acceptLoop accepts connections until the listener closes and sorts each
+// by its first byte, in a goroutine of its own.
+func (s *tcpStream) acceptLoop() {
+	defer close(s.done)
+	serve.Accept(s.ln, &s.group, nil, func(c net.Conn) func() {
+		return func() { s.sort(c) }
+	})
+}
+
+// sort reads c's first byte and hands c to raft or to control.
+func (s *tcpStream) sort(c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(firstByteTimeout))
+	br := bufio.NewReaderSize(c, 64)
+	first, err := br.Peek(1)
+	if err != nil {
+		c.Close()
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	pc := &peekedConn{Conn: c, r: br}
+	if first[0] == controlByte {
+		br.ReadByte()
+		s.control(pc)
+		c.Close()
+		return
+	}
+	select {
+	case s.conns <- pc:
+	case <-s.quit:
+		c.Close()
+	}
+}
+
+// Accept returns the next connection of raft's RPCs.
+func (s *tcpStream) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.conns:
+		return c, nil
+	case <-s.quit:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting, and waits for the connections being sorted and
+// the control requests being served.
+func (s *tcpStream) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.quit)
+		err = s.ln.Close()
+		<-s.done
+		s.group.Close()
+		s.group.Wait()
+	})
+	return err
+}
+
+// Addr returns the address the other nodes reach this one at.
+func (s *tcpStream) Addr() net.Addr { return s.advertise }
 
 // Dial dials a peer's raft port, at its Config.Dial address when it has
 // one.
@@ -31,5 +117,10 @@ func (s *tcpStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Co
 	return net.DialTimeout("tcp", s.dial(addr), timeout)
 }
 
-// Addr returns the address the other nodes reach this one at.
-func (s *tcpStream) Addr() net.Addr { return s.advertise }
+// peekedConn is a connection whose first bytes were read into r.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }

@@ -25,8 +25,12 @@
 //	2  member: JSON {"id", "raft", "client"}: a node's raft address and the
 //	   client address of its mutex port. A leader writes its own when it
 //	   takes over and the log records another or none, and one for each
-//	   bootstrap peer the log has none of. Followers name the leader's
-//	   client address from these.
+//	   bootstrap peer the log has none of; a follower whose record differs
+//	   from its settings (it came back on another address, or joined
+//	   without one) asks the leader to write its own, over the control
+//	   protocol below. Nodes name the leader's client address from these,
+//	   and forward v1 requests there.
+//	3  forget: JSON {"id"}: the member of id was removed; its record goes.
 //
 // An entry that does not decode is skipped, by every node alike, and
 // logged.
@@ -58,6 +62,36 @@
 // calls mutex.Node.SetLeader(true), which proposes the table's restart
 // before any other command; on losing it, SetLeader(false) at once. A term
 // that changed while this node led counts as a loss and a win.
+//
+// # The control protocol
+//
+// The raft port carries a second protocol beside raft's RPCs, told apart
+// by a connection's first byte: raft's RPC types are 0 to 4, a control
+// connection starts with 0xC1. Then one request and one response, each a
+// 4-byte big-endian length (at most 65,536) and that many bytes of JSON:
+//
+//	request  {"op", "id", "raft", "client", "voter"}
+//	response {"code", "error", "leader", "node"}
+//
+// An empty code is success; otherwise code is one of not_leader (leader
+// names the leader's id when known), unknown_member, member_exists,
+// bad_request, last_voter or failed, and error says why in words. The
+// operations:
+//
+//	status    any node: "node" is {"id", "state", "term", "last_contact"
+//	          (nanoseconds since it heard from a leader; 0 on the leader,
+//	          -1 never), "applied", "client"}
+//	member    leader: record the member id's raft and client addresses
+//	add       leader: add id at raft (a voter, or with voter false a
+//	          nonvoter), recording client first when given
+//	remove    leader: forget id's addresses and remove it
+//	transfer  leader: hand the leadership to id, or with no id to the
+//	          most up-to-date voter; answered once it is handed over
+//
+// A node asked to do a leader's operation while it does not lead answers
+// not_leader; the asking node asks the leader it knows, until its
+// deadline. The port has no authentication, like the raft RPCs beside
+// it: keep it on a network only the nodes reach.
 //
 // # Forwarding
 //

@@ -15,6 +15,7 @@ import (
 const (
 	entryCommand byte = 1
 	entryMember  byte = 2
+	entryForget  byte = 3
 )
 
 // errEntry: an entry that is not one this package wrote.
@@ -48,6 +49,12 @@ func memberEntry(p Peer) []byte {
 	return append([]byte{entryMember}, b...)
 }
 
+// forgetEntry returns the entry that forgets the member of id.
+func forgetEntry(id string) []byte {
+	b, _ := json.Marshal(memberJSON{ID: id})
+	return append([]byte{entryForget}, b...)
+}
+
 // decodeEntry decodes an entry. Errors: errEntry, wrapping the reason.
 func decodeEntry(b []byte) (entry, error) {
 	if len(b) == 0 {
@@ -71,12 +78,12 @@ func decodeEntry(b []byte) (entry, error) {
 		}
 		c.Proposer, c.Proposal = proposer, proposal
 		return entry{kind: entryCommand, cmd: c}, nil
-	case entryMember:
+	case entryMember, entryForget:
 		var m memberJSON
 		if err := json.Unmarshal(b[1:], &m); err != nil || m.ID == "" {
 			return entry{}, fmt.Errorf("%w: member: %v", errEntry, err)
 		}
-		return entry{kind: entryMember, member: Peer{ID: m.ID, RaftAddress: m.Raft, ClientAddress: m.Client}}, nil
+		return entry{kind: b[0], member: Peer{ID: m.ID, RaftAddress: m.Raft, ClientAddress: m.Client}}, nil
 	}
 	return entry{}, fmt.Errorf("%w: kind %d", errEntry, b[0])
 }

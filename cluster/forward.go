@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -68,10 +69,15 @@ func proxy(client, up net.Conn, got []byte) {
 }
 
 // pipe copies src to dst until src ends: a clean end is passed on as a
-// half-close of dst, anything else (a reset, a cut) as a reset of dst.
+// half-close of dst, anything else (a reset, a cut) as a reset of dst,
+// but for this node closing src itself (it is shutting down): that is
+// passed on as a clean end. A reset would tell the leader that a '+' it
+// sent was never read, and it would take the key back from a client that
+// may have read it; a clean end keeps the grant, and a client that did
+// not read its '+' asks again, as after any answer that never came.
 func pipe(dst, src net.Conn) {
 	_, err := io.Copy(dst, src)
-	if err != nil {
+	if err != nil && !errors.Is(err, net.ErrClosed) {
 		abort(dst)
 		return
 	}

@@ -48,6 +48,11 @@ func (f *fsm) Apply(l *raft.Log) any {
 		f.mmu.Lock()
 		f.members[e.member.ID] = e.member
 		f.mmu.Unlock()
+	case e.kind == entryForget:
+		f.mmu.Lock()
+		delete(f.members, e.member.ID)
+		delete(f.seeded, e.member.ID)
+		f.mmu.Unlock()
 	default:
 		f.node.ApplyCommitted(&e.cmd, l.Index)
 	}

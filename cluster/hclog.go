@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
+	"slices"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -36,7 +38,29 @@ func (h *hclogger) Log(level hclog.Level, msg string, args ...any) {
 	if !h.l.Enabled(context.Background(), lv) {
 		return
 	}
-	h.l.Log(context.Background(), lv, msg, args...)
+	h.l.Log(context.Background(), lv, msg, formatArgs(args)...)
+}
+
+// formatArgs renders raft's hclog.Fmt values, which slog would print as
+// their parts.
+func formatArgs(args []any) []any {
+	var out []any
+	for i, a := range args {
+		f, ok := a.(hclog.Format)
+		if !ok || len(f) == 0 {
+			continue
+		}
+		if format, ok := f[0].(string); ok {
+			if out == nil {
+				out = slices.Clone(args)
+			}
+			out[i] = fmt.Sprintf(format, f[1:]...)
+		}
+	}
+	if out == nil {
+		return args
+	}
+	return out
 }
 
 func (h *hclogger) Trace(msg string, args ...any) { h.Log(hclog.Trace, msg, args...) }

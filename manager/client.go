@@ -109,6 +109,64 @@ func (c *Client) ResetSource(ctx context.Context, source string) error {
 	return err
 }
 
+// Members returns the nodes of the cluster, sorted by id, as the node at
+// Addr knows them. Errors: a *Refusal (ErrNotCluster on a single node), or
+// the connection's.
+func (c *Client) Members(ctx context.Context) ([]Member, error) {
+	body, err := c.call(ctx, "list members", Request{Cmd: CmdListMembers})
+	if err != nil {
+		return nil, err
+	}
+	ms, err := decodeMembers(body)
+	if err != nil {
+		return nil, fmt.Errorf("list members at %s: %w", c.Addr, err)
+	}
+	return ms, nil
+}
+
+// AddMember adds the node m.ID, whose raft port is at m.RaftAddress, as a
+// voter (m.Voter) or a nonvoter; m.ClientAddress may be empty. Errors: a
+// *Refusal matching ErrBadMember, ErrMemberExists, ErrNoLeader..., or
+// ErrMalformed for an id or address too long to send.
+func (c *Client) AddMember(ctx context.Context, m Member) error {
+	if err := checkMemberID(m.ID, false); err != nil {
+		return err
+	}
+	if m.RaftAddress == "" || len(m.RaftAddress) > maxAddress || len(m.ClientAddress) > maxAddress {
+		return fmt.Errorf("add member %q: %w: a raft address of 1 to %d bytes and a client address of at most %d",
+			m.ID, ErrMalformed, maxAddress, maxAddress)
+	}
+	_, err := c.call(ctx, "add member", Request{Cmd: CmdAddMember, Arg: m.ID, Raft: m.RaftAddress, Client: m.ClientAddress, Voter: m.Voter})
+	return err
+}
+
+// RemoveMember removes the node of id from the cluster.
+func (c *Client) RemoveMember(ctx context.Context, id string) error {
+	if err := checkMemberID(id, false); err != nil {
+		return err
+	}
+	_, err := c.call(ctx, "remove member", Request{Cmd: CmdRemoveMember, Arg: id})
+	return err
+}
+
+// TransferLeadership hands the leadership to the node of id, or to the
+// most up-to-date voter when id is "", and returns once it has moved.
+func (c *Client) TransferLeadership(ctx context.Context, id string) error {
+	if err := checkMemberID(id, true); err != nil {
+		return err
+	}
+	_, err := c.call(ctx, "transfer leadership", Request{Cmd: CmdTransferLeadership, Arg: id})
+	return err
+}
+
+// checkMemberID refuses an id the wire cannot carry.
+func checkMemberID(id string, empty bool) error {
+	if len(id) > maxString || id == "" && !empty {
+		return fmt.Errorf("node id %q: %w: 1 to %d bytes", id, ErrMalformed, maxString)
+	}
+	return nil
+}
+
 // call sends req and returns the body after '+'.
 func (c *Client) call(ctx context.Context, op string, req Request) ([]byte, error) {
 	timeout := c.ConnectTimeout
@@ -164,6 +222,8 @@ func (c *Client) call(ctx context.Context, op string, req Request) ([]byte, erro
 		return fail(io.ErrUnexpectedEOF)
 	case len(resp) > maxResponse:
 		return fail(errors.New("response too large"))
+	case resp[0] == statusFailed && isMembership(req.Cmd):
+		return fail(decodeRefusal(resp[1:]))
 	case resp[0] == statusFailed:
 		return fail(ErrFailed)
 	case resp[0] != statusOK:

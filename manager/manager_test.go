@@ -26,7 +26,8 @@ func start(t *testing.T) (*mutex.Node, *Client) {
 	return startWith(t, Config{})
 }
 
-// startWith is start with cfg.
+// startWith serves the management port of a fresh table on 127.0.0.1
+// with cfg.
 func startWith(t *testing.T, cfg Config) (*mutex.Node, *Client) {
 	t.Helper()
 	tb := mutex.NewNode(mutex.NodeConfig{})
@@ -139,7 +140,7 @@ func raw(t *testing.T, addr string, b []byte) []byte {
 
 func TestMalformedRequests(t *testing.T) {
 	tb, c := start(t)
-	for _, b := range [][]byte{{0}, {9}, {255}, {3, 0}, {3, 200}, {1, 'x'}, {4, 1, 's', 'x'}} {
+	for _, b := range [][]byte{{0}, {11}, {255}, {3, 0}, {3, 200}, {1, 'x'}, {4, 1, 's', 'x'}, {9, 0}, {8, 1, 'n', 0}, {8, 1, 'n', 3, 'h', ':', '1', 0, 2}} {
 		if got := raw(t, c.Addr, b); !bytes.Equal(got, []byte{'-'}) {
 			t.Errorf("%v: answered %q, want -", b, got)
 		}
@@ -274,6 +275,7 @@ func TestSessionListRoundTrip(t *testing.T) {
 // same prefix, or to an error.
 func FuzzDecodeRequest(f *testing.F) {
 	for _, b := range [][]byte{{1}, {2}, {3, 1, 'k'}, {4, 0}, {4, 2, 'a', 'b'}, {3, 0}, {7},
+		{8, 1, 'n', 3, 'h', ':', '1', 0, 1}, {9, 2, 'n', '4'}, {10, 0}, {0x80, 0, 1, 'x', 9, 1, 'n'},
 		{0x80, 0, 3, 't', 'o', 'k', 1}, {0x80, 0, 0, 1}, {0x80, 0, 1, 'x', 0x80, 0, 1, 'y', 1}, {0x80, 4, 1}} {
 		f.Add(b)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"time"
@@ -40,15 +41,36 @@ type Config struct {
 	// share it; this port is an operator's, and may use the reserve. One
 	// over the cap is answered '-'. Nil: no cap.
 	Gate *serve.Gate
+	// Membership is the cluster of a node of one, for the membership
+	// commands; nil on a single node, which refuses them with
+	// ErrNotCluster.
+	Membership Membership
+}
+
+// Membership is a cluster's membership as the management port serves it.
+// Each method is bounded by ctx. Errors match ErrNoLeader,
+// ErrUnknownMember, ErrMemberExists, ErrBadMember or ErrLastVoter where
+// one fits; any other is refused with CodeFailed and its words.
+type Membership interface {
+	// Members returns the members, sorted by id.
+	Members(ctx context.Context) ([]Member, error)
+	// AddMember adds m (ID, RaftAddress, ClientAddress, Voter).
+	AddMember(ctx context.Context, m Member) error
+	// RemoveMember removes the member of id.
+	RemoveMember(ctx context.Context, id string) error
+	// TransferLeadership hands the leadership to the voter of id, or to
+	// the most up-to-date voter when id is "".
+	TransferLeadership(ctx context.Context, id string) error
 }
 
 // Server answers the management port from a lock table's node.
 type Server struct {
-	table   *mutex.Node
-	timeout time.Duration
-	log     *slog.Logger
-	srv     *serve.Server
-	tokens  interface {
+	table      *mutex.Node
+	timeout    time.Duration
+	log        *slog.Logger
+	srv        *serve.Server
+	membership Membership
+	tokens     interface {
 		Authenticate(token []byte) (*auth.Principal, error)
 	}
 }
@@ -58,7 +80,7 @@ func NewServer(t *mutex.Node, cfg Config) *Server {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	s := &Server{table: t, timeout: cfg.Timeout, log: serve.Discard(cfg.Logger), tokens: cfg.Tokens}
+	s := &Server{table: t, timeout: cfg.Timeout, log: serve.Discard(cfg.Logger), membership: cfg.Membership, tokens: cfg.Tokens}
 	s.srv = serve.NewServer(serve.Worker(s.handle), s.log)
 	if cfg.TLS != nil {
 		s.srv.UseTLS(cfg.TLS, 0)
@@ -97,10 +119,52 @@ func (s *Server) handle(c net.Conn) {
 		return
 	}
 	if !s.admit(c, req) {
-		c.Write([]byte{statusFailed})
+		if isMembership(req.Cmd) {
+			c.Write(appendRefusal(nil, ErrNotAdmin))
+		} else {
+			c.Write([]byte{statusFailed})
+		}
+		return
+	}
+	if isMembership(req.Cmd) {
+		// A change waits for the cluster, for at most the timeout; the
+		// answer gets a timeout of its own.
+		resp := s.member(req)
+		c.SetWriteDeadline(time.Now().Add(s.timeout))
+		c.Write(resp)
 		return
 	}
 	c.Write(s.respond(req))
+}
+
+// member carries out a membership command and returns the whole
+// response.
+func (s *Server) member(req Request) []byte {
+	if s.membership == nil {
+		return appendRefusal(nil, fmt.Errorf("%w: lcd runs without NODE_ID", ErrNotCluster))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	var err error
+	switch req.Cmd {
+	case CmdListMembers:
+		var ms []Member
+		if ms, err = s.membership.Members(ctx); err == nil {
+			return appendMembers(nil, ms)
+		}
+	case CmdAddMember:
+		err = s.membership.AddMember(ctx, Member{ID: req.Arg, RaftAddress: req.Raft, ClientAddress: req.Client, Voter: req.Voter})
+	case CmdRemoveMember:
+		err = s.membership.RemoveMember(ctx, req.Arg)
+	case CmdTransferLeadership:
+		err = s.membership.TransferLeadership(ctx, req.Arg)
+	}
+	if err != nil {
+		s.log.Info("membership command refused", slog.Int("command", int(req.Cmd)), slog.String("id", req.Arg), slog.Any("error", err))
+		return appendRefusal(nil, err)
+	}
+	s.log.Info("membership changed", slog.Int("command", int(req.Cmd)), slog.String("id", req.Arg))
+	return []byte{statusOK}
 }
 
 // admit reports whether req may be carried out: without authentication
@@ -202,7 +266,7 @@ func (s *Server) wait(p mutex.Pending) {
 
 // readRequest reads one whole request. Errors: ErrMalformed, or the read's.
 func readRequest(c net.Conn) (Request, error) {
-	var buf [3 + maxToken + 2 + maxString + 1]byte
+	var buf [3 + maxToken + maxRequest + 1]byte
 	n := 0
 	for {
 		m, err := c.Read(buf[n:])

@@ -20,12 +20,21 @@ const (
 	CmdResetSource       Command = 4
 	CmdListHoldersTokens Command = 5 // holders with token, session, lease, lock-delay, mode
 	CmdListSessions      Command = 6
+	// Cluster membership; a failure is answered '-' with a code and a
+	// message (see Refusal).
+	CmdListMembers        Command = 7
+	CmdAddMember          Command = 8
+	CmdRemoveMember       Command = 9
+	CmdTransferLeadership Command = 10
 )
 
 const (
 	statusOK     byte = '+'
 	statusFailed byte = '-'
 	maxString         = 127
+	maxAddress        = 255 // a member's address, host:port
+	// maxRequest is the longest request: an add member.
+	maxRequest = 1 + 1 + maxString + 2*(1+maxAddress) + 1
 )
 
 // Errors of the management protocol.
@@ -71,12 +80,137 @@ type Session struct {
 }
 
 // Request is one decoded management request. Arg is the key of
-// CmdResetKey or the source of CmdResetSource. Token, when not empty, came
-// in the authenticated form.
+// CmdResetKey, the source of CmdResetSource, or the node id of the
+// membership commands; Raft, Client and Voter are those of CmdAddMember.
+// Token, when not empty, came in the authenticated form.
 type Request struct {
-	Cmd   Command
-	Arg   string
-	Token []byte
+	Cmd    Command
+	Arg    string
+	Raft   string
+	Client string
+	Voter  bool
+	Token  []byte
+}
+
+// Member is one node of a cluster as the management port reports it.
+type Member struct {
+	ID            string
+	RaftAddress   string
+	ClientAddress string // "" when unknown
+	Voter         bool   // false: a nonvoter
+	Leader        bool   // the leader, as the node asked knows it
+	Reachable     bool   // it answered the node asked; State, LastContact and Applied are its own
+	State         string // "Leader", "Follower", "Candidate"; "" when unknown
+	// LastContact is how long ago it last heard from a leader: 0 for the
+	// leader, -1 when unknown.
+	LastContact time.Duration
+	Applied     uint64 // the last log position it applied; 0 when unknown
+}
+
+// Member flags and states on the wire.
+const (
+	memberVoter     = 1 << 0
+	memberLeader    = 1 << 1
+	memberReachable = 1 << 2
+)
+
+var memberStates = []string{"", "Follower", "Candidate", "Leader"}
+
+// Refusal codes of the membership commands, after '-'.
+const (
+	CodeNotCluster    byte = 1
+	CodeNoLeader      byte = 2
+	CodeUnknownMember byte = 3
+	CodeMemberExists  byte = 4
+	CodeBadMember     byte = 5
+	CodeLastVoter     byte = 6
+	CodeFailed        byte = 7
+	CodeNotAdmin      byte = 8
+)
+
+// Errors of the membership commands, one per refusal code but CodeFailed.
+var (
+	ErrNotCluster    = errors.New("manager: not a node of a cluster")
+	ErrNoLeader      = errors.New("manager: no leader answered")
+	ErrUnknownMember = errors.New("manager: no member of that id")
+	ErrMemberExists  = errors.New("manager: the member exists with other settings")
+	ErrBadMember     = errors.New("manager: bad node id or address")
+	ErrLastVoter     = errors.New("manager: the last voter cannot be removed")
+	// ErrNotAdmin: authentication is on, and the request came without an
+	// admin's token.
+	ErrNotAdmin = errors.New("manager: authentication is on: an admin's token is required")
+)
+
+// refusalErrors maps each refusal code to its error.
+var refusalErrors = map[byte]error{
+	CodeNotCluster: ErrNotCluster, CodeNoLeader: ErrNoLeader, CodeUnknownMember: ErrUnknownMember,
+	CodeMemberExists: ErrMemberExists, CodeBadMember: ErrBadMember, CodeLastVoter: ErrLastVoter,
+	CodeNotAdmin: ErrNotAdmin,
+}
+
+// Refusal is a membership command's '-' with its code and message. It
+// matches ErrFailed, and the error of its code.
+type Refusal struct {
+	Code    byte
+	Message string
+}
+
+func (r *Refusal) Error() string {
+	if r.Message == "" {
+		return ErrFailed.Error()
+	}
+	return r.Message
+}
+
+func (r *Refusal) Unwrap() []error {
+	if e, ok := refusalErrors[r.Code]; ok {
+		return []error{ErrFailed, e}
+	}
+	return []error{ErrFailed}
+}
+
+// codeOf returns the refusal code of err: the code of the error it
+// matches, else CodeFailed.
+func codeOf(err error) byte {
+	for code, e := range refusalErrors {
+		if errors.Is(err, e) {
+			return code
+		}
+	}
+	return CodeFailed
+}
+
+// maxMessage bounds a refusal's message, in bytes.
+const maxMessage = 1024
+
+// appendRefusal appends '-', the code of err and its message.
+func appendRefusal(b []byte, err error) []byte {
+	msg := err.Error()
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage]
+	}
+	b = append(b, statusFailed, codeOf(err))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(msg)))
+	return append(b, msg...)
+}
+
+// decodeRefusal decodes what follows the '-' of a membership command;
+// nothing at all is a refusal without a reason.
+func decodeRefusal(b []byte) *Refusal {
+	if len(b) < 3 {
+		return &Refusal{Code: CodeFailed}
+	}
+	n := int(binary.BigEndian.Uint16(b[1:3]))
+	msg := b[3:]
+	if n < len(msg) {
+		msg = msg[:n]
+	}
+	return &Refusal{Code: b[0], Message: string(msg)}
+}
+
+// isMembership reports whether cmd is one of the membership commands.
+func isMembership(cmd Command) bool {
+	return cmd >= CmdListMembers && cmd <= CmdTransferLeadership
 }
 
 // authForm is the first byte of a request in the authenticated form:
@@ -117,8 +251,10 @@ func decodePlain(b []byte) (Request, int, error) {
 	}
 	r := Request{Cmd: Command(b[0])}
 	switch r.Cmd {
-	case CmdListKeys, CmdListHolders, CmdListHoldersTokens, CmdListSessions:
+	case CmdListKeys, CmdListHolders, CmdListHoldersTokens, CmdListSessions, CmdListMembers:
 		return r, 1, nil
+	case CmdAddMember, CmdRemoveMember, CmdTransferLeadership:
+		return decodeMemberRequest(r, b)
 	case CmdResetKey, CmdResetSource:
 		if len(b) < 2 {
 			return Request{}, 0, errIncomplete
@@ -136,6 +272,52 @@ func decodePlain(b []byte) (Request, int, error) {
 	return Request{}, 0, ErrMalformed
 }
 
+// decodeMemberRequest decodes the rest of a request of CmdAddMember,
+// CmdRemoveMember or CmdTransferLeadership, whose first byte is b[0].
+func decodeMemberRequest(r Request, b []byte) (Request, int, error) {
+	off := 1
+	// next reads one string of at most limit bytes, at least one unless
+	// empty may be.
+	next := func(limit int, empty bool) (string, error) {
+		if len(b) <= off {
+			return "", errIncomplete
+		}
+		n := int(b[off])
+		if n > limit || n == 0 && !empty {
+			return "", ErrMalformed
+		}
+		if len(b) < off+1+n {
+			return "", errIncomplete
+		}
+		v := string(b[off+1 : off+1+n])
+		off += 1 + n
+		return v, nil
+	}
+	var err error
+	if r.Arg, err = next(maxString, r.Cmd == CmdTransferLeadership); err != nil {
+		return Request{}, 0, err
+	}
+	if r.Cmd != CmdAddMember {
+		return r, off, nil
+	}
+	if r.Raft, err = next(maxAddress, false); err != nil {
+		return Request{}, 0, err
+	}
+	if r.Client, err = next(maxAddress, true); err != nil {
+		return Request{}, 0, err
+	}
+	if len(b) <= off {
+		return Request{}, 0, errIncomplete
+	}
+	switch b[off] {
+	case 0, 1:
+		r.Voter = b[off] == 1
+	default:
+		return Request{}, 0, ErrMalformed
+	}
+	return r, off + 1, nil
+}
+
 // appendRequest appends the wire form of r.
 func appendRequest(b []byte, r Request) []byte {
 	if len(r.Token) > 0 {
@@ -144,10 +326,66 @@ func appendRequest(b []byte, r Request) []byte {
 		b = append(b, r.Token...)
 	}
 	b = append(b, byte(r.Cmd))
-	if r.Cmd == CmdResetKey || r.Cmd == CmdResetSource {
+	switch r.Cmd {
+	case CmdResetKey, CmdResetSource, CmdRemoveMember, CmdTransferLeadership:
 		b = appendString(b, r.Arg)
+	case CmdAddMember:
+		b = appendString(appendString(appendString(b, r.Arg), r.Raft), r.Client)
+		voter := byte(0)
+		if r.Voter {
+			voter = 1
+		}
+		b = append(b, voter)
 	}
 	return b
+}
+
+// appendMembers appends a '+' and the body of a member list.
+func appendMembers(b []byte, ms []Member) []byte {
+	b = append(b, statusOK)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(ms)))
+	for _, m := range ms {
+		b = appendString(b, m.ID)
+		b = appendString(b, m.RaftAddress)
+		b = appendString(b, m.ClientAddress)
+		var flags, state byte
+		if m.Voter {
+			flags |= memberVoter
+		}
+		if m.Leader {
+			flags |= memberLeader
+		}
+		if m.Reachable {
+			flags |= memberReachable
+		}
+		for i, st := range memberStates {
+			if st == m.State {
+				state = byte(i)
+			}
+		}
+		b = append(b, flags, state)
+		b = binary.BigEndian.AppendUint64(b, uint64(m.LastContact))
+		b = binary.BigEndian.AppendUint64(b, m.Applied)
+	}
+	return b
+}
+
+// decodeMembers decodes the body of a member list (after '+').
+func decodeMembers(b []byte) ([]Member, error) {
+	r := &reader{b: b}
+	ms := make([]Member, r.count(3+2+8+8))
+	for i := range ms {
+		m := &ms[i]
+		m.ID, m.RaftAddress, m.ClientAddress = r.string(), r.string(), r.string()
+		if fs := r.take(2); fs != nil {
+			m.Voter, m.Leader, m.Reachable = fs[0]&memberVoter != 0, fs[0]&memberLeader != 0, fs[0]&memberReachable != 0
+			if int(fs[1]) < len(memberStates) {
+				m.State = memberStates[fs[1]]
+			}
+		}
+		m.LastContact, m.Applied = time.Duration(r.u64()), r.u64()
+	}
+	return ms, r.finish()
 }
 
 func appendString(b []byte, s string) []byte {

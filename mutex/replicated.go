@@ -192,8 +192,17 @@ func (n *Node) ApplyCommitted(c *Command, index uint64) Result {
 	l := n.lives[c.Session]
 	res, _ := n.applyLocked(c, &d)
 	if pr != nil {
-		if res.Status == StatusParked && pr.waker != nil {
+		switch {
+		case res.Status != StatusParked || pr.waker == nil:
+		case n.leader:
 			n.wakers[res.Ticket] = pr.waker
+		default:
+			// Proposed before this node stepped down, applied after: it
+			// is withdrawn here as SetLeader(false) withdrew the others,
+			// or nothing would ever wake it (a node removed from its
+			// cluster applies nothing more). The next leader's restart
+			// withdraws it from the table.
+			d.wakes = append(d.wakes, wake{pr.waker, Event{Kind: EventWithdrawn, Reason: ReasonRestart, Ticket: res.Ticket}, nil})
 		}
 		if c.Op == OpOpenSession && res.Status == StatusOK {
 			if nl := n.lives[res.Session]; nl != nil {

@@ -24,6 +24,13 @@ func newFakeLog(t *testing.T, n int, clock func() time.Time) *fakeLog {
 	for i := range n {
 		l.nodes = append(l.nodes, NewNode(NodeConfig{Clock: clock, Replicator: fakeRep{l, i}}))
 	}
+	l.start(t)
+	return l
+}
+
+// start applies the entries to l's nodes until the test ends, and closes
+// the nodes then.
+func (l *fakeLog) start(t *testing.T) {
 	go func() {
 		defer close(l.done)
 		for i := range l.work {
@@ -45,7 +52,6 @@ func newFakeLog(t *testing.T, n int, clock func() time.Time) *fakeLog {
 			n.Close()
 		}
 	})
-	return l
 }
 
 // elect makes node i the leader.
@@ -205,6 +211,70 @@ func TestReplicatedStepDownWithdrawsWaiters(t *testing.T) {
 	}
 }
 
+// heldRep holds back the commit of the acquires of source "held" until
+// release closes, and tells proposed when it has one.
+type heldRep struct {
+	fakeRep
+	proposed chan struct{}
+	release  chan struct{}
+}
+
+func (r heldRep) Propose(c *Command) func() error {
+	if c.Op != OpAcquire || c.Source != "held" {
+		return r.fakeRep.Propose(c)
+	}
+	l := r.l
+	l.mu.Lock()
+	l.entries = append(l.entries, *c)
+	ch := make(chan struct{})
+	l.applied = append(l.applied, ch)
+	i := len(l.entries) - 1
+	l.mu.Unlock()
+	close(r.proposed)
+	return func() error {
+		<-r.release
+		l.work <- i
+		<-ch
+		return nil
+	}
+}
+
+// An acquire proposed before its node stepped down and applied after it
+// parks, and is withdrawn at once: the wakes of SetLeader(false) are
+// gone, and a node removed from its cluster applies no later restart.
+func TestReplicatedParkedAfterStepDown(t *testing.T) {
+	l := &fakeLog{work: make(chan int, 16), done: make(chan struct{})}
+	rep := heldRep{fakeRep{l, 0}, make(chan struct{}), make(chan struct{})}
+	n := NewNode(NodeConfig{Replicator: rep})
+	l.nodes = []*Node{n}
+	l.start(t)
+	n.SetLeader(true)
+	if _, _, err := n.TryLock(Claim{Key: "k", Source: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	woke := make(chan Event, 1)
+	parked := make(chan Status, 1)
+	go func() {
+		res, _ := n.ApplyWake(Command{Op: OpAcquire, Key: "k", Source: "held", ConnBound: true},
+			func(ev Event, _ Pending) { woke <- ev })
+		parked <- res.Status
+	}()
+	<-rep.proposed
+	n.SetLeader(false)
+	close(rep.release)
+	if st := <-parked; st != StatusParked {
+		t.Fatalf("the acquire: %v", st)
+	}
+	select {
+	case ev := <-woke:
+		if ev.Kind != EventWithdrawn || ev.Reason != ReasonRestart {
+			t.Fatalf("the parked request heard %+v", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a request parked after its node stepped down was never woken")
+	}
+}
+
 // orderRep records the op of every command proposed while it is the
 // leader, ahead of the fake log.
 type orderRep struct {
@@ -228,22 +298,7 @@ func TestReplicatedRestartGoesFirst(t *testing.T) {
 	var ops []Op
 	n := NewNode(NodeConfig{Replicator: orderRep{fakeRep{l, 0}, &mu, &ops}})
 	l.nodes = []*Node{n}
-	go func() {
-		defer close(l.done)
-		for i := range l.work {
-			l.mu.Lock()
-			c := l.entries[i]
-			ch := l.applied[i]
-			l.mu.Unlock()
-			n.ApplyCommitted(&c, uint64(i+1))
-			close(ch)
-		}
-	}()
-	t.Cleanup(func() {
-		close(l.work)
-		<-l.done
-		n.Close()
-	})
+	l.start(t)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 4 {

@@ -64,6 +64,22 @@
 //   - Semaphore: a key of N places, each holder with a Lock and a token of
 //     its own.
 //
+// # Clusters
+//
+// A session given the addresses of every node of a cluster (a comma list,
+// or WithAddresses) follows the leader: NewSession tries them in turn and
+// goes where a follower's GOODBYE not_leader points; when the leader goes
+// (it dies, steps down or hands over), the session resumes at the new
+// leader, or at the next address, until its TTL runs out. The resume
+// settles the requests in flight from the server's WELCOME and sends the
+// others again with their request ids, so each is applied at most once:
+// held locks stay held under their tokens, and a parked acquire is
+// granted once. docs/ha.md says more.
+//
+//	s, err := lockingcenter.NewSession(ctx, "10.0.0.1:22119,10.0.0.2:22119,10.0.0.3:22119")
+//
+// A v1 Client needs one address only: every node forwards v1 to the leader.
+//
 // docs/protocol.md gives the bytes.
 //
 // # TLS

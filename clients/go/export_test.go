@@ -10,3 +10,6 @@ func WithClock(c interface {
 }) SessionOption {
 	return sessionOption(func(cfg *sessionConfig) { cfg.clock = c })
 }
+
+// DeadAddr returns a 127.0.0.1 address where nothing listens.
+var DeadAddr = deadAddr

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -30,6 +31,7 @@ type sessionConfig struct {
 	connectTimeout time.Duration
 	readTimeout    time.Duration
 	token          string
+	addrs          []string
 	dial           func(ctx context.Context, network, address string) (net.Conn, error)
 	tls            *tls.Config
 	clock          clock
@@ -71,6 +73,16 @@ func (s *Session) credential(fields []field) []field {
 		fields = append(fields, strField(tagCredential, s.cfg.token))
 	}
 	return fields
+}
+
+// WithAddresses gives the session more addresses ("host:port") of the
+// same service: the other nodes of a cluster. NewSession and every
+// resume try them after the address given to NewSession, in turn; a node
+// that answers GOODBYE not_leader with the leader's address sends the
+// session there first. The address of NewSession may also be a comma
+// list ("n1:22119,n2:22119,n3:22119"), with the same meaning.
+func WithAddresses(addrs ...string) SessionOption {
+	return sessionOption(func(c *sessionConfig) { c.addrs = append(c.addrs, addrs...) })
 }
 
 // WithDialer makes the session connect with dial instead of a
@@ -130,9 +142,10 @@ func (systemClock) AfterFunc(d time.Duration, f func()) func() bool {
 // waiting requests intact, within the TTL. Create it with NewSession,
 // end it with Close. It is safe for concurrent use.
 type Session struct {
-	addr string
-	cfg  sessionConfig
-	clk  clock
+	addr  string   // as given to NewSession, for messages
+	addrs []string // every address to try, in turn; at least one
+	cfg   sessionConfig
+	clk   clock
 
 	// From the WELCOME of the HELLO.
 	id        uint64
@@ -152,6 +165,8 @@ type Session struct {
 	closeErr  error // written by the loop before loopDone closes
 
 	mu        sync.Mutex
+	at        int                 // index in addrs of the address to try next
+	leader    string              // the leader a GOODBYE not_leader named; "" when none
 	conn      *sconn              // attached connection; nil while none is
 	out       []byte              // frames for conn, written by the loop
 	nextID    uint64              // the last request id used
@@ -234,11 +249,14 @@ type heldItem struct {
 	leased  bool
 }
 
-// NewSession connects to the mutex port at addr ("host:port") and opens a
-// session, within ctx. Options: WithSource, WithConnectTimeout,
-// WithReadTimeout, WithTTL, WithDialer. Errors: ErrInvalidSource, a network
-// error, or an error matching ErrFailed when the server refused the
-// session.
+// NewSession connects to the mutex port at addr ("host:port", or a comma
+// list of the nodes of a cluster) and opens a session, within ctx.
+// Options: WithSource, WithConnectTimeout, WithReadTimeout, WithTTL,
+// WithAddresses, WithDialer. With several addresses it tries each once, in
+// turn, and follows a node that names the leader (GOODBYE not_leader), so
+// it opens the session at the leader; it fails when none took it. Errors:
+// ErrInvalidSource, a network error, or an error matching ErrFailed when
+// the server refused the session (from every address: the last one's).
 func NewSession(ctx context.Context, addr string, opts ...SessionOption) (*Session, error) {
 	cfg := sessionConfig{connectTimeout: DefaultConnectTimeout, readTimeout: DefaultReadTimeout}
 	for _, o := range opts {
@@ -260,8 +278,12 @@ func NewSession(ctx context.Context, addr string, opts ...SessionOption) (*Sessi
 	if cfg.clock == nil {
 		cfg.clock = systemClock{}
 	}
+	addrs := sessionAddresses(addr, cfg.addrs)
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("session at %q: no address", addr)
+	}
 	s := &Session{
-		addr: addr, cfg: cfg, clk: cfg.clock,
+		addr: addr, addrs: addrs, cfg: cfg, clk: cfg.clock,
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		loopDone: make(chan struct{}),
 		inflight: make(map[uint64]*request), holds: make(map[uint64]*hold), letGo: make(map[uint64]bool),
@@ -273,7 +295,7 @@ func NewSession(ctx context.Context, addr string, opts ...SessionOption) (*Sessi
 	}
 	s.nextID = 1
 	sentAt := s.clk.Now()
-	c, w, err := s.handshake(ctx, appendFrame([]byte(preface), frame{typ: frameHello, id: 1, fields: hello}))
+	c, w, err := s.open(ctx, appendFrame([]byte(preface), frame{typ: frameHello, id: 1, fields: hello}))
 	if err != nil {
 		return nil, fmt.Errorf("session at %s: %w", addr, err)
 	}
@@ -300,6 +322,77 @@ func NewSession(ctx context.Context, addr string, opts ...SessionOption) (*Sessi
 	s.startReader(c)
 	go s.run(c)
 	return s, nil
+}
+
+// sessionAddresses returns the addresses of addr (a comma list) and
+// more, blanks dropped, each once, in order.
+func sessionAddresses(addr string, more []string) []string {
+	var out []string
+	for _, a := range append(strings.Split(addr, ","), more...) {
+		if a = strings.TrimSpace(a); a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// open sends the HELLO b to each address in turn, following a node that
+// names the leader, until one answers WELCOME. It gives up on an answer
+// that another node would give too, and after every address has failed
+// once.
+func (s *Session) open(ctx context.Context, b []byte) (*sconn, *frame, error) {
+	var err error
+	for tries := 0; tries < 2*len(s.addrs)+1; tries++ {
+		addr := s.target()
+		var c *sconn
+		var w *frame
+		if c, w, err = s.handshake(ctx, addr, b); err == nil {
+			return c, w, nil
+		}
+		if ctx.Err() != nil || !s.failedAt(addr, err) {
+			return nil, nil, err
+		}
+		s.mu.Lock()
+		round := s.leader == "" && s.at == 0
+		s.mu.Unlock()
+		if round {
+			break // each address once, and no leader named
+		}
+	}
+	return nil, nil, err
+}
+
+// target returns the address to try next: the leader a node named, or
+// the next of addrs.
+func (s *Session) target() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leader != "" {
+		return s.leader
+	}
+	return s.addrs[s.at]
+}
+
+// failedAt notes that a handshake at addr failed with err, so that the
+// next try goes to the leader it named, or to the next address. It
+// reports whether another node may do better: false for a refusal any
+// node would give (a bad token, an expired session).
+func (s *Session) failedAt(addr string, err error) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leader == addr {
+		s.leader = ""
+	} else if s.addrs[s.at] == addr {
+		s.at = (s.at + 1) % len(s.addrs)
+	}
+	g := (*goodbyeError)(nil)
+	if !errors.As(err, &g) {
+		return true
+	}
+	if g.code == codeNotLeader && g.leader != addr {
+		s.leader = g.leader
+	}
+	return !g.final()
 }
 
 // ID returns the session's id on the server.
@@ -715,14 +808,14 @@ func (s *Session) endLost(err, reason error, why string) {
 // the first answer, within ctx and the connect timeout. It returns the
 // connection and its WELCOME, or a *goodbyeError, a network error or an
 // error matching ErrProtocol.
-func (s *Session) handshake(parent context.Context, b []byte) (*sconn, *frame, error) {
+func (s *Session) handshake(parent context.Context, addr string, b []byte) (*sconn, *frame, error) {
 	dctx := parent
 	if d := s.cfg.connectTimeout; d > 0 {
 		var cancel context.CancelFunc
 		dctx, cancel = context.WithTimeout(parent, d)
 		defer cancel()
 	}
-	nc, err := s.cfg.dial(dctx, "tcp", s.addr)
+	nc, err := s.cfg.dial(dctx, "tcp", addr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -773,12 +866,14 @@ func (s *Session) handshake(parent context.Context, b []byte) (*sconn, *frame, e
 type goodbyeError struct {
 	code    uint64
 	message string
+	leader  string // not_leader: the leader's address, when the node knows it
 }
 
 func goodbye(f *frame) error {
 	code, _ := f.uint(tagCode)
 	msg, _ := f.get(tagMessage)
-	return &goodbyeError{code: code, message: string(msg)}
+	leader, _ := f.get(tagLeader)
+	return &goodbyeError{code: code, message: string(msg), leader: string(leader)}
 }
 
 func (e *goodbyeError) Error() string {
@@ -803,10 +898,11 @@ func (e *goodbyeError) Unwrap() error {
 
 // final reports a GOODBYE after which resuming is pointless. A server
 // that is stopping, over its connections or the source's rate may take
-// the session back later.
+// the session back later; a node of a cluster that does not lead sends
+// it to the leader.
 func (e *goodbyeError) final() bool {
 	switch e.code {
-	case codeShuttingDown, codeSessionEnded, codeRateLimited, codeOverLimit:
+	case codeShuttingDown, codeSessionEnded, codeRateLimited, codeOverLimit, codeNotLeader:
 		return false
 	}
 	return true
@@ -825,8 +921,10 @@ func (s *Session) resume(ctx context.Context) (*sconn, error) {
 		fields: s.credential([]field{u64Field(tagSession, s.id), field{tagSecret, s.secret}})})
 	b = appendFrame(b, frame{typ: framePing, id: syncID})
 	sentAt := s.clk.Now()
-	c, w, err := s.handshake(ctx, b)
+	addr := s.target()
+	c, w, err := s.handshake(ctx, addr, b)
 	if err != nil {
+		s.failedAt(addr, err)
 		return nil, err
 	}
 	rs, err := s.parseResume(w)
@@ -1014,7 +1112,18 @@ func (s *Session) serve(c *sconn) bool {
 // with a growing backoff. It returns nil at Close or when the session
 // has ended (the server no longer knows it).
 func (s *Session) reconnect() *sconn {
+	hops := 0 // leaders followed at once since the last backoff
 	for attempt := 0; ; attempt++ {
+		s.mu.Lock()
+		follow := s.leader != ""
+		s.mu.Unlock()
+		if follow && hops <= len(s.addrs) {
+			// To the leader a node named, at once; nodes whose views
+			// disagree (an election) get the backoff.
+			attempt, hops = 0, hops+1
+		} else {
+			hops = 0
+		}
 		if attempt > 0 && !s.sleep(s.backoff(attempt)) {
 			return nil
 		}
@@ -1189,6 +1298,8 @@ func (s *Session) handle(f *frame) bool {
 			s.endLost(g, ErrSessionExpired, "its session expired")
 		case codeProtocolError:
 			s.endLost(g, nil, "the server ended the session's connection for a protocol error")
+		case codeNotLeader:
+			s.leader = g.leader // resume there, or at the next address
 		}
 		return false // shutting_down and the others: resume elsewhere
 	}

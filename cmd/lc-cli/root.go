@@ -137,6 +137,7 @@ the command, or lc-cli while waiting, ended by signal N.`,
 	root.AddCommand(
 		newKeysCommand(f),
 		newSessionsCommand(f),
+		newClusterCommand(f),
 		newResetCommand(f),
 		newLockCommand(f),
 		newTryLockCommand(f),

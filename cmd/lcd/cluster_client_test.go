@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/locking-center/locking-center/session"
@@ -15,10 +16,13 @@ import (
 // request at a time, and when a node sends it away (GOODBYE not_leader) or
 // goes, it resumes its session at the leader, or at the next node.
 type sessClient struct {
-	name   string
-	addrs  []string // every node's mutex port
-	at     int      // index into addrs of the node it talks to
-	leader string   // the leader a GOODBYE named, "" when none
+	name string
+	// nodes returns the mutex ports of the nodes as they are now (a
+	// restarted node comes back on a new port), as a name that resolves
+	// to every node would.
+	nodes  func() []string
+	at     int    // index into nodes() of the node tried last
+	leader string // the leader a GOODBYE named, "" when none
 
 	conn   net.Conn
 	buf    []byte
@@ -33,6 +37,12 @@ type sessClient struct {
 }
 
 var errSessionLost = errors.New("the session was lost")
+
+// sessTTL is the TTL a sessClient asks for. It sends nothing while it
+// waits for a key, so the TTL must outlast the longest wait: behind a v1
+// client that watches an unanswered grant settle (v1Settle), a failover,
+// and the other clients of the key.
+const sessTTL = 60 * time.Second
 
 // frame encodes a frame of type ty answering id with fields.
 func frame(ty session.Type, id uint64, fields ...[]byte) []byte {
@@ -81,15 +91,15 @@ func (s *sessClient) read() (session.Frame, error) {
 	}
 }
 
-// dial connects to the current node and opens or resumes the session.
-// It returns whether the node took it; false with nil means it was sent
-// elsewhere.
-func (s *sessClient) dial() (bool, error) {
+// dial connects to addr and opens or resumes the session. It returns
+// whether the node took it; false with nil means it was sent elsewhere,
+// or could not be reached.
+func (s *sessClient) dial(addr string) (bool, error) {
 	if s.conn != nil {
 		s.conn.Close()
 		s.conn = nil
 	}
-	c, err := net.DialTimeout("tcp", s.addrs[s.at], time.Second)
+	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return false, nil
 	}
@@ -97,7 +107,7 @@ func (s *sessClient) dial() (bool, error) {
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	var hello []byte
 	if s.id == 0 {
-		hello = frame(session.TypeHello, 0, field(session.TagName, []byte(s.name)), u32Field(session.TagTTL, 10_000))
+		hello = frame(session.TypeHello, 0, field(session.TagName, []byte(s.name)), u32Field(session.TagTTL, uint32(sessTTL.Milliseconds())))
 	} else {
 		hello = frame(session.TypeResume, 0, u64Field(session.TagSession, s.id), field(session.TagSecret, s.secret))
 	}
@@ -162,28 +172,35 @@ func listFields(v []byte) []session.Field {
 }
 
 // connect reaches the leader, following GOODBYE not_leader, for at most d.
+// It tries the leader a node named, else the next node.
 func (s *sessClient) connect(d time.Duration) error {
 	deadline := time.Now().Add(d)
+	var tried []string
 	for time.Now().Before(deadline) {
-		ok, err := s.dial()
+		addr := s.leader
+		if addr == "" {
+			nodes := s.nodes()
+			s.at = (s.at + 1) % len(nodes)
+			addr = nodes[s.at]
+		}
+		s.leader = ""
+		ok, err := s.dial(addr)
 		if err != nil {
 			return err
 		}
 		if ok {
 			return nil
 		}
-		if s.leader != "" && !slices.Contains(s.addrs, s.leader) {
-			s.addrs = append(s.addrs, s.leader) // a node that came back on a new port
+		if len(tried) == 10 {
+			tried = tried[1:]
 		}
-		if i := slices.Index(s.addrs, s.leader); i >= 0 && i != s.at {
-			s.at = i
-		} else {
-			s.at = (s.at + 1) % len(s.addrs)
+		tried = append(tried, addr+" (named "+strconv.Quote(s.leader)+")")
+		if s.leader == "" || s.leader == addr {
+			s.leader = ""
 			time.Sleep(pollEvery)
 		}
-		s.leader = ""
 	}
-	return fmt.Errorf("%s: no leader took the session within %v (nodes %v, leader named %q)", s.name, d, s.addrs, s.leader)
+	return fmt.Errorf("%s: no leader took the session within %v (nodes now %v; tried last %v)", s.name, d, s.nodes(), tried)
 }
 
 // outcome is what became of one request.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -132,9 +133,24 @@ type clusterNode struct {
 // raft address, link[i][j] what node i dials to reach node j.
 type lcdCluster struct {
 	t     *testing.T
-	nodes []*clusterNode
+	mu    sync.Mutex     // guards nodes and each node's addrs, which clients read
+	nodes []*clusterNode // appended to only by addNode
 	home  []*faultProxy
 	link  [][]*faultProxy
+}
+
+// node returns node i.
+func (lc *lcdCluster) node(i int) *clusterNode {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return lc.nodes[i]
+}
+
+// addrs returns node i's addresses as its latest start logged them.
+func (lc *lcdCluster) addrs(i int) lcdAddrs {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return lc.nodes[i].addrs
 }
 
 func startCluster(t *testing.T, size int) *lcdCluster {
@@ -178,6 +194,16 @@ func (lc *lcdCluster) start(i int) {
 	p.cmd = exec.Command(lcdBinary)
 	p.cmd.Env = append(os.Environ(), n.env...)
 	p.cmd.Stderr = p.log
+	if dir := os.Getenv("LC_CLUSTER_LOGS"); dir != "" {
+		// Every run of every node, appended to dir/<id>.log, for a soak's
+		// post-mortem.
+		f, err := os.OpenFile(filepath.Join(dir, n.id+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		p.cmd.Stderr = io.MultiWriter(p.log, f)
+	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -194,14 +220,67 @@ func (lc *lcdCluster) start(i int) {
 		t.Fatalf("%s did not start:\n%s", n.id, p.log)
 	}
 	p.log.mu.Lock()
-	n.addrs = p.log.addrs
+	addrs := p.log.addrs
 	p.log.mu.Unlock()
+	lc.mu.Lock()
+	n.addrs = addrs
+	lc.mu.Unlock()
 	n.p = p
 	lc.home[i].setUpstream(n.addrs.Raft)
 	for j := range lc.nodes {
 		if j != i {
 			lc.link[j][i].setUpstream(n.addrs.Raft)
 		}
+	}
+}
+
+// addNode adds a node to lc that starts with no peers and an empty
+// RAFT_DIR, so that it waits to be added, starts it, and returns its
+// index. The others dial its advertised raft address, a proxy like every
+// node's.
+func (lc *lcdCluster) addNode() int {
+	t := lc.t
+	i := len(lc.nodes)
+	lc.home = append(lc.home, newFaultProxy(t))
+	var dial []string
+	row := make([]*faultProxy, i+1)
+	for j := range lc.nodes {
+		row[j] = newFaultProxy(t)
+		row[j].setUpstream(lc.addrs(j).Raft)
+		dial = append(dial, fmt.Sprintf("%s=%s", lc.nodes[j].id, row[j].addr()))
+		lc.link[j] = append(lc.link[j], newFaultProxy(t)) // not in node j's RAFT_DIAL: it dials home[i]
+	}
+	lc.link = append(lc.link, row)
+	n := &clusterNode{id: fmt.Sprintf("n%d", i+1), dir: t.TempDir()}
+	n.env = []string{"BIND_ADDRESS=127.0.0.1:0", "LOG_FORMAT=json", "SHUTDOWN_TIMEOUT=1s",
+		"NODE_ID=" + n.id, "RAFT_ADDRESS=127.0.0.1:0", "RAFT_ADVERTISE=" + lc.home[i].addr(),
+		"RAFT_DIR=" + n.dir, "RAFT_DIAL=" + strings.Join(dial, ",")}
+	lc.mu.Lock()
+	lc.nodes = append(lc.nodes, n)
+	lc.mu.Unlock()
+	lc.start(i)
+	return i
+}
+
+// stopWithin bounds how long a node may take to exit after SIGTERM.
+const stopWithin = time.Minute
+
+// stop ends node i with SIGTERM, as a rolling restart does. A node that
+// has not exited within stopWithin gets SIGQUIT, which logs its
+// goroutines, and fails the test.
+func (lc *lcdCluster) stop(i int) {
+	p := lc.nodes[i].p
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(stopWithin):
+		p.cmd.Process.Signal(syscall.SIGQUIT)
+		<-p.exited
+		lc.t.Errorf("%s had not exited %v after SIGTERM:\n%s", lc.nodes[i].id, stopWithin, lastLines(p.log.String(), 600))
+		return
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		lc.t.Errorf("%s exited %d after SIGTERM:\n%s", lc.nodes[i].id, code, lastLines(p.log.String(), 40))
 	}
 }
 
@@ -224,7 +303,7 @@ func (lc *lcdCluster) isolate(i int, cut bool) {
 
 // status reads node i's /cluster; ok is false when it does not answer.
 func (lc *lcdCluster) status(i int, digest bool) (cluster.Status, bool) {
-	url := "http://" + lc.nodes[i].addrs.Metrics + "/cluster"
+	url := "http://" + lc.addrs(i).Metrics + "/cluster"
 	if digest {
 		url += "?digest"
 	}
@@ -289,11 +368,38 @@ func (lc *lcdCluster) converged(alive []int, d time.Duration) (string, error) {
 	return "", fmt.Errorf("nodes did not converge: %+v", last)
 }
 
+// awaitRecorded waits until every node of alive lists node i at its
+// current mutex port, for at most d.
+func (lc *lcdCluster) awaitRecorded(i int, alive []int, d time.Duration) error {
+	want := lc.addrs(i).Mutex
+	deadline := time.Now().Add(d)
+	var views []string
+	for time.Now().Before(deadline) {
+		views = views[:0]
+		for _, j := range alive {
+			st, _ := lc.status(j, false)
+			for _, m := range st.Members {
+				if m.ID == lc.node(i).id {
+					views = append(views, fmt.Sprintf("%s: %s", lc.node(j).id, m.ClientAddress))
+					if m.ClientAddress != want {
+						views[len(views)-1] += " (stale)"
+					}
+				}
+			}
+		}
+		if len(views) == len(alive) && !strings.Contains(strings.Join(views, ""), "stale") {
+			return nil
+		}
+		time.Sleep(pollEvery)
+	}
+	return fmt.Errorf("%s came back at %s; the nodes list it at %v", lc.nodes[i].id, want, views)
+}
+
 // mutexAddrs returns the mutex addresses of the nodes of alive.
 func (lc *lcdCluster) mutexAddrs(alive []int) []string {
 	var out []string
 	for _, i := range alive {
-		out = append(out, lc.nodes[i].addrs.Mutex)
+		out = append(out, lc.addrs(i).Mutex)
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
+	"github.com/locking-center/locking-center/cluster"
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/session"
 )
@@ -197,7 +198,7 @@ func (l *load) leaderManager() (*manager.Client, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &manager.Client{Addr: l.lc.nodes[i].addrs.Manager}, true
+	return &manager.Client{Addr: l.lc.addrs(i).Manager}, true
 }
 
 // holderOf returns the token with which src holds key at the leader, 0
@@ -225,12 +226,34 @@ func (l *load) holderOf(key, src string) (uint64, error) {
 	return 0, fmt.Errorf("no leader answered a listing within 30s")
 }
 
+// v1Settle is how long the grant of an unanswered v1 request must stay
+// as it is before a client counts on it: longer than a follower holds a
+// request while it waits for a leader to forward it to.
+const v1Settle = cluster.DefaultForwardTimeout + 2*time.Second
+
+// settled returns the token with which src holds key once an unanswered
+// v1 request about the grant of token has settled: 0 when the grant went
+// (the leader passed on a grant whose connection it found cut, or an
+// unlock applied late), token when it stayed for v1Settle. The leader may
+// decide after the client has seen its request fail and the grant in the
+// listing, and v1 tells nobody when it has, so the client watches the
+// grant for a while.
+func (l *load) settled(key, src string, token uint64) (uint64, error) {
+	for since := time.Now(); time.Since(since) < v1Settle; time.Sleep(pollEvery) {
+		t, err := l.holderOf(key, src)
+		if err != nil || t != token {
+			return 0, err
+		}
+	}
+	return token, nil
+}
+
 // sessionWorker takes and releases keys through a session, and now and
 // then describes the key it holds.
 func (l *load) sessionWorker(n int, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, uint64(n)))
 	name := fmt.Sprintf("session-%d", n)
-	sc := &sessClient{name: name, addrs: l.lc.mutexAddrs([]int{0, 1, 2}), at: n % 3}
+	sc := &sessClient{name: name, nodes: func() []string { return l.lc.mutexAddrs(l.alive()) }, at: n % 3}
 	defer sc.close()
 	for !l.stopped() {
 		key := l.keys[r.IntN(len(l.keys))]
@@ -295,7 +318,7 @@ func (l *load) v1Worker(n int, seed uint64) {
 	ctx := context.Background()
 	client := func() *lockingcenter.Client {
 		alive := l.alive()
-		addr := l.lc.nodes[alive[r.IntN(len(alive))]].addrs.Mutex
+		addr := l.lc.addrs(alive[r.IntN(len(alive))]).Mutex
 		return lockingcenter.New(addr, lockingcenter.WithSource(src), lockingcenter.WithConnectTimeout(time.Second),
 			lockingcenter.WithReadTimeout(10*time.Second))
 	}
@@ -313,6 +336,12 @@ func (l *load) v1Worker(n int, seed uint64) {
 			if err == nil && t == 0 {
 				l.rec.fail("%s: %s answered '+' but not held at the leader", src, key)
 				return
+			}
+			if err != nil && t != 0 {
+				if t, herr = l.settled(key, src, t); herr != nil {
+					l.rec.fail("%s: %v", src, herr)
+					return
+				}
 			}
 			token = t // an unanswered lock that took effect holds the key too
 		}
@@ -333,9 +362,10 @@ func (l *load) v1Worker(n int, seed uint64) {
 			if err := client().Unlock(ctx, key); err == nil {
 				break
 			}
-			// Unanswered: unlock again only while the key is still ours, or a
-			// v1 unlock would take it from the next holder.
-			t, err := l.holderOf(key, src)
+			// Unanswered: it may still apply (a follower forwards it late).
+			// Unlock again only once the key has stayed ours, or a v1 unlock
+			// would take it from the next holder.
+			t, err := l.settled(key, src, token)
 			if err != nil {
 				l.rec.fail("%s: %v", src, err)
 				return
@@ -440,9 +470,18 @@ func TestClusterLeaderKilled(t *testing.T) {
 		mu.Lock()
 		alive = all(3)
 		mu.Unlock()
+		// It came back on a new mutex port: every node must know it there,
+		// before it may lead and be named.
+		if err := lc.awaitRecorded(lead, all(3), time.Minute); err != nil {
+			l.finish()
+			t.Fatalf("round %d: %v\n%s", round, err, lc.logs())
+		}
 	}
 	l.finish()
 	l.rec.check(t)
+	if t.Failed() {
+		t.Logf("nodes' logs:\n%s", lc.logs())
+	}
 	if _, err := lc.converged(all(3), time.Minute); err != nil {
 		t.Fatalf("%v\n%s", err, lc.logs())
 	}
@@ -482,8 +521,8 @@ func TestClusterPartition(t *testing.T) {
 		if st, _ := lc.status(old, false); st.State == "Leader" && st.Ready {
 			t.Errorf("round %d: the isolated n%d still leads while n%d does", round, old+1, majority+1)
 		}
-		sc := &sessClient{name: "isolated-probe", addrs: lc.mutexAddrs([]int{old})}
-		if ok, err := sc.dial(); ok || err != nil {
+		sc := &sessClient{name: "isolated-probe"}
+		if ok, err := sc.dial(lc.nodes[old].addrs.Mutex); ok || err != nil {
 			t.Errorf("round %d: the isolated node took a session (%v)", round, err)
 		}
 		sc.close()
@@ -501,6 +540,9 @@ func TestClusterPartition(t *testing.T) {
 	}
 	l.finish()
 	l.rec.check(t)
+	if t.Failed() {
+		t.Logf("nodes' logs:\n%s", lc.logs())
+	}
 	if _, err := lc.converged(all(3), time.Minute); err != nil {
 		t.Fatalf("%v\n%s", err, lc.logs())
 	}

@@ -96,7 +96,7 @@ func (o *options) baseSettings() []setting {
 		{"session-ttl-max", "SESSION_TTL_MAX", defaultSessionTTLMax.String(), "longest session TTL granted", &o.ttlMax},
 		{"lock-delay", "LOCK_DELAY", "0s", "lock-delay of a session's lock lost by expiry, when its acquire names none (at most 60s)", &o.delay},
 		{"node-id", "NODE_ID", "", "this node's id in a cluster; set, it makes lcd a node of a raft cluster (see docs/ha.md)", &o.nodeID},
-		{"raft-address", "RAFT_ADDRESS", "", "address the raft port listens on, host:port (cluster)", &o.raftAddr},
+		{"raft-address", "RAFT_ADDRESS", "", "address the raft port listens on, host:port (cluster; default: mutex port + 4)", &o.raftAddr},
 		{"raft-advertise", "RAFT_ADVERTISE", "", "address the other nodes reach this node's raft port at (cluster; default: its RAFT_PEERS entry, else RAFT_ADDRESS)", &o.raftAdvertise},
 		{"raft-dir", "RAFT_DIR", "", "directory of the raft log and snapshots (cluster)", &o.raftDir},
 		{"raft-peers", "RAFT_PEERS", "", "the nodes of a new cluster, id=raftaddress=clientaddress,...; bootstraps it when RAFT_DIR is empty (cluster)", &o.raftPeers},
@@ -196,8 +196,12 @@ func (o *options) clusterConfig(cfg Config) (*cluster.Config, error) {
 	if cfg.DataPath != "" {
 		return nil, errors.New("DATA_PATH and NODE_ID: a node of a cluster keeps its state in RAFT_DIR; unset DATA_PATH")
 	}
-	if o.raftAddr == "" || o.raftDir == "" {
-		return nil, errors.New("NODE_ID needs RAFT_ADDRESS and RAFT_DIR")
+	if o.raftDir == "" {
+		return nil, errors.New("NODE_ID needs RAFT_DIR")
+	}
+	raftAddr, err := derivedAddress(cfg.BindAddress, o.raftAddr, raftOffset, "RAFT_ADDRESS")
+	if err != nil {
+		return nil, fmt.Errorf("raft address: %w", err)
 	}
 	peers, err := cluster.ParsePeers(o.raftPeers)
 	if err != nil {
@@ -218,7 +222,7 @@ func (o *options) clusterConfig(cfg Config) (*cluster.Config, error) {
 		return nil, fmt.Errorf("http-session-ttl %v: a cluster with raft-election-timeout %v needs it above %v, so that a client outlives a failover",
 			cfg.HTTPSessionTTL, et, min)
 	}
-	cc := &cluster.Config{NodeID: o.nodeID, RaftBind: o.raftAddr, RaftAdvertise: o.raftAdvertise, Dir: o.raftDir,
+	cc := &cluster.Config{NodeID: o.nodeID, RaftBind: raftAddr, RaftAdvertise: o.raftAdvertise, Dir: o.raftDir,
 		Peers: peers, Dial: dial, ClientAddress: o.advertise, ElectionTimeout: et}
 	if len(peers) > 0 {
 		found := false
@@ -232,49 +236,61 @@ func (o *options) clusterConfig(cfg Config) (*cluster.Config, error) {
 	return cc, nil
 }
 
+// Offsets from the mutex port of the ports derived from it.
+const (
+	managerOffset = 1
+	metricsOffset = 2
+	httpOffset    = 3
+	raftOffset    = 4
+)
+
 // sideAddresses derives the management, metrics and HTTP addresses from
 // the mutex address (same host, port+1, port+2 and port+3) unless they
 // are given. An HTTP address set (httpSet) to "" turns the HTTP API off:
 // it is returned empty.
 func sideAddresses(bind, manager, metrics, httpAddr string, httpSet bool) (string, string, string, error) {
-	host, portStr, err := net.SplitHostPort(bind)
-	if err != nil {
-		return "", "", "", fmt.Errorf("bind-address %q: %w", bind, err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port < 0 || port > 65535 {
-		return "", "", "", fmt.Errorf("bind-address %q: port must be a number from 0 to 65535", bind)
-	}
-	derive := func(given string, offset int, variable string) (string, error) {
-		if given != "" {
-			if _, _, err := net.SplitHostPort(given); err != nil {
-				return "", err
-			}
-			return given, nil
-		}
-		if port == 0 {
-			return net.JoinHostPort(host, "0"), nil
-		}
-		if port+offset > 65535 {
-			return "", fmt.Errorf("bind-address %q: port %d leaves no room for port+%d; set %s", bind, port, offset, variable)
-		}
-		return net.JoinHostPort(host, strconv.Itoa(port+offset)), nil
-	}
-	m, err := derive(manager, 1, "MANAGER_ADDRESS")
+	m, err := derivedAddress(bind, manager, managerOffset, "MANAGER_ADDRESS")
 	if err != nil {
 		return "", "", "", fmt.Errorf("manager address: %w", err)
 	}
-	x, err := derive(metrics, 2, "METRICS_ADDRESS")
+	x, err := derivedAddress(bind, metrics, metricsOffset, "METRICS_ADDRESS")
 	if err != nil {
 		return "", "", "", fmt.Errorf("metrics address: %w", err)
 	}
 	h := ""
 	if httpAddr != "" || !httpSet {
-		if h, err = derive(httpAddr, 3, `HTTP_ADDRESS (or set it to "" to turn the HTTP API off)`); err != nil {
+		if h, err = derivedAddress(bind, httpAddr, httpOffset, `HTTP_ADDRESS (or set it to "" to turn the HTTP API off)`); err != nil {
 			return "", "", "", fmt.Errorf("HTTP address: %w", err)
 		}
 	}
 	return m, x, h, nil
+}
+
+// derivedAddress returns given when it is set, else bind's host with its
+// port plus offset (port 0 stays 0: the system picks). setting names the
+// variable that lifts the rule when bind's port leaves no room.
+func derivedAddress(bind, given string, offset int, setting string) (string, error) {
+	host, portStr, err := net.SplitHostPort(bind)
+	if err != nil {
+		return "", fmt.Errorf("bind-address %q: %w", bind, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return "", fmt.Errorf("bind-address %q: port must be a number from 0 to 65535", bind)
+	}
+	if given != "" {
+		if _, _, err := net.SplitHostPort(given); err != nil {
+			return "", err
+		}
+		return given, nil
+	}
+	if port == 0 {
+		return net.JoinHostPort(host, "0"), nil
+	}
+	if port+offset > 65535 {
+		return "", fmt.Errorf("bind-address %q: port %d leaves no room for port+%d; set %s", bind, port, offset, setting)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port+offset)), nil
 }
 
 func positiveDuration(name, v string) (time.Duration, error) {

@@ -172,6 +172,14 @@ func TestConfigCluster(t *testing.T) {
 		c.Peers[2].ClientAddress != "" || c.Dial["n2"] != "127.0.0.1:7002" || c.ElectionTimeout != 500*time.Millisecond {
 		t.Fatalf("cluster settings %+v", c)
 	}
+	// The raft port defaults to the mutex port + 4 (+3 is the HTTP API's).
+	def, err := resolve(t, nil, []string{"NODE_ID=n1", "RAFT_DIR=/x", "BIND_ADDRESS=10.0.0.1:22119", "ADVERTISE_ADDRESS=10.0.0.1:22119"})
+	if err != nil || def.Cluster.RaftBind != "10.0.0.1:22123" {
+		t.Fatalf("default raft address: %+v, %v", def.Cluster, err)
+	}
+	if def, err := resolve(t, nil, []string{"NODE_ID=n1", "RAFT_DIR=/x"}); err != nil || def.Cluster.RaftBind != ":22123" {
+		t.Fatalf("default raft address beside the default mutex port: %+v, %v", def.Cluster, err)
+	}
 	if cfg, err := resolve(t, nil, nil); err != nil || cfg.Cluster != nil {
 		t.Fatalf("without NODE_ID: %+v, %v", cfg.Cluster, err)
 	}
@@ -182,6 +190,7 @@ func TestConfigCluster(t *testing.T) {
 		"a TTL a failover outlasts":    append(slices.Clone(env), "RAFT_ELECTION_TIMEOUT=1s"),
 		"the node not among its peers": {"NODE_ID=n9", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/x", "RAFT_PEERS=n1=10.0.0.1:7000"},
 		"a bad peer":                   {"NODE_ID=n1", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/x", "RAFT_PEERS=n1"},
+		"no room for port+4":           {"NODE_ID=n1", "RAFT_DIR=/x", "BIND_ADDRESS=:65532"},
 	} {
 		if _, err := resolve(t, nil, bad); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -76,7 +76,8 @@ func newRootCommand(ctx context.Context, environ []string, stdout, stderr io.Wri
 		Short: "Locking-Center lock server",
 		Long: "lcd grants named locks over TCP and HTTP, one holder per key, waiters served in order of arrival.\n\n" +
 			"Ports: mutex (BIND_ADDRESS, default :22119), management (port+1), metrics (port+2),\n" +
-			"HTTP API and status page (port+3; HTTP_ADDRESS=\"\" turns it off).\n" +
+			"HTTP API and status page (port+3; HTTP_ADDRESS=\"\" turns it off),\n" +
+			"and for a node of a cluster (NODE_ID) raft (port+4).\n" +
 			"Each flag can also be set by the environment variable named in its help.",
 		Version:       fmt.Sprintf("%s (commit %s)", version, commit),
 		SilenceUsage:  true,

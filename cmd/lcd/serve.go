@@ -118,8 +118,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	managerSrv := manager.NewServer(node, manager.Config{Timeout: cfg.HeaderTimeout, Logger: log,
-		Tokens: sec.tokens(), Gate: sec.gate, TLS: tr.port(tlsconf.Require)})
+	managerCfg := manager.Config{Timeout: cfg.HeaderTimeout, Logger: log, Tokens: sec.tokens(), Gate: sec.gate,
+		TLS: tr.port(tlsconf.Require)}
+	if cl != nil {
+		managerCfg.Membership = membership{cl}
+	}
+	managerSrv := manager.NewServer(node, managerCfg)
 	scrapes := newScrapeWatch()
 	promHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelError),

@@ -1,0 +1,146 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/locking-center/locking-center/mutex"
+)
+
+// followersOf returns the nodes of nodes other than lead.
+func followersOf(lead *testNode, nodes []*testNode) []*testNode {
+	var out []*testNode
+	for _, tn := range nodes {
+		if tn != lead {
+			out = append(out, tn)
+		}
+	}
+	return out
+}
+
+// A follower that comes back on another client address has it recorded
+// while it follows: every node lists it and names it there once it leads,
+// and the node itself names its current address from the moment it leads.
+func TestFollowerRecordsItsAddress(t *testing.T) {
+	nodes := newTestCluster(t, 3)
+	lead := awaitLeader(t, nodes)
+	f := followersOf(lead, nodes)[0]
+	f.stop()
+	f.cfg.ClientAddress = "moved-" + f.id + ":2"
+	f.cfg.RaftListener = nil
+	f.start(t)
+	for _, tn := range nodes {
+		eventually(t, tn.id+" lists "+f.id+" at its new client address", func() bool {
+			return clientOf(tn, f.id) == f.cfg.ClientAddress
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := lead.c.TransferLeadership(ctx, f.id); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, f.id+" alone leads after the transfer", func() bool { return f.leading.Load() && !lead.leading.Load() })
+	for _, tn := range nodes {
+		if got := tn.n.Leader(); got != f.cfg.ClientAddress {
+			t.Errorf("%s names the leader at %q, want %q", tn.id, got, f.cfg.ClientAddress)
+		}
+	}
+}
+
+// A node started with no state and no peers waits; added at a follower
+// (which forwards to the leader) it takes the log, records its own client
+// address, and is listed as a reachable voter; leadership moves to it on
+// request; removed, it leaves the configuration and the others go on.
+func TestMembership(t *testing.T) {
+	nodes := newTestCluster(t, 3)
+	lead, g := tryLock(t, nodes, mutex.Claim{Key: "before", Source: "v1"})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n4 := newTestNode(t, "n4", ln, nodes[0].changed)
+	n4.start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := followersOf(lead, nodes)[0]
+	if err := f.c.AddMember(ctx, Peer{ID: "n4", RaftAddress: ln.Addr().String()}, true); err != nil {
+		t.Fatalf("add at a follower: %v", err)
+	}
+	// Again, the same: nothing changes. Another address under its id: refused.
+	if err := lead.c.AddMember(ctx, Peer{ID: "n4", RaftAddress: ln.Addr().String()}, true); err != nil {
+		t.Fatalf("the same add again: %v", err)
+	}
+	if err := lead.c.AddMember(ctx, Peer{ID: "n4", RaftAddress: "127.0.0.1:1"}, true); !errors.Is(err, ErrMemberExists) {
+		t.Fatalf("n4 at another address: %v", err)
+	}
+	for _, bad := range []Peer{{ID: "", RaftAddress: "h:1"}, {ID: "a=b", RaftAddress: "h:1"}, {ID: "n5", RaftAddress: "h"},
+		{ID: "n5", RaftAddress: "0.0.0.0:1"}, {ID: "n5", RaftAddress: "h:1", ClientAddress: ":1"}} {
+		if err := f.c.AddMember(ctx, bad, true); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("add %+v: %v", bad, err)
+		}
+	}
+	all := append(nodes, n4)
+	converge(t, lead, all)
+	if s := n4.n.Snapshot(); len(s.Holders) != 1 || s.Holders[0].Token != g.Token {
+		t.Fatalf("n4's table: %+v", s.Holders)
+	}
+	eventually(t, "n4 recorded its client address", func() bool { return clientOf(lead, "n4") == n4.cfg.ClientAddress })
+	ms, err := f.c.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 4 {
+		t.Fatalf("members %+v", ms)
+	}
+	leaders := 0
+	for _, m := range ms {
+		if m.Leader {
+			leaders++
+		}
+		if !m.Voter || !m.Reachable || m.LastContact < 0 || m.Applied == 0 || m.State == "" {
+			t.Errorf("member %+v", m)
+		}
+	}
+	if leaders != 1 {
+		t.Errorf("%d leaders among %+v", leaders, ms)
+	}
+
+	if err := f.c.TransferLeadership(ctx, "n4"); err != nil {
+		t.Fatalf("transfer to n4: %v", err)
+	}
+	eventually(t, "n4 alone leads after the transfer", func() bool { return n4.leading.Load() && !lead.leading.Load() })
+	if err := lead.c.TransferLeadership(ctx, "n9"); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("transfer to a stranger: %v", err)
+	}
+	if err := lead.c.RemoveMember(ctx, "n4"); err != nil {
+		t.Fatalf("remove the leader n4: %v", err)
+	}
+	eventually(t, "n4 stepped down", func() bool { return !n4.leading.Load() })
+	next := awaitLeader(t, nodes)
+	if err := next.c.RemoveMember(ctx, "n4"); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("remove n4 again: %v", err)
+	}
+	next, _ = tryLock(t, nodes, mutex.Claim{Key: "after", Source: "v1"})
+	ms, err = next.c.Members(ctx)
+	if err != nil || len(ms) != 3 {
+		t.Fatalf("members after the removal: %+v, %v", ms, err)
+	}
+	for _, tn := range nodes {
+		eventually(t, tn.id+" forgets n4", func() bool { return clientOf(tn, "n4") == "" && len(tn.c.Status(false).Members) == 3 })
+	}
+	converge(t, next, nodes)
+}
+
+// The last voter cannot be removed.
+func TestRemoveLastVoter(t *testing.T) {
+	nodes := newTestCluster(t, 1)
+	lead := awaitLeader(t, nodes)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := lead.c.RemoveMember(ctx, lead.id); !errors.Is(err, ErrLastVoter) {
+		t.Fatalf("remove the only voter: %v", err)
+	}
+}

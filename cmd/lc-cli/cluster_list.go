@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/locking-center/locking-center/manager"
+	"github.com/spf13/cobra"
+)
+
+type clusterListOptions struct {
+	Stdout  io.Writer
+	Signals <-chan os.Signal
+	Manager *manager.Client
+}
+
+func newClusterListCommand(f *factory) *cobra.Command {
+	opts := &clusterListOptions{}
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the nodes of the cluster",
+		Long: `cluster list prints the nodes of the cluster, one row each, sorted by id,
+as the node at --manager-address knows them, with what each node says of
+itself (it is asked, for at most 2 s):
+
+  ID            the node's id (NODE_ID)
+  RAFT          the address of its raft port
+  CLIENT        the address of its mutex port, - when unknown
+  SUFFRAGE      voter, or nonvoter (it takes the log but does not vote)
+  LEADER        * for the leader
+  STATE         Leader, Follower or Candidate; unreachable when it did not answer
+  LAST-CONTACT  how long since it last heard from the leader; - for the leader
+                itself, or when unknown
+  APPLIED       the position of the last log entry it applied`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := f.managerClient()
+			if err != nil {
+				return err
+			}
+			opts.Stdout, opts.Signals, opts.Manager = cmd.OutOrStdout(), f.sys.Signals, m
+			return runClusterList(cmd.Context(), opts)
+		},
+	}
+}
+
+func runClusterList(ctx context.Context, opts *clusterListOptions) error {
+	m := opts.Manager
+	var ms []manager.Member
+	err := interruptibly(ctx, opts.Signals, "list members at "+m.Addr, func(ctx context.Context) (err error) {
+		ms, err = m.Members(ctx)
+		return err
+	}, nil)
+	if err != nil {
+		return asFailure(err)
+	}
+	t := table{
+		header: []string{"ID", "RAFT", "CLIENT", "SUFFRAGE", "LEADER", "STATE", "LAST-CONTACT", "APPLIED"},
+		right:  []bool{false, false, false, false, false, false, true, true},
+	}
+	for _, x := range ms {
+		suffrage, leader, state, contact, applied := "nonvoter", "", "unreachable", "-", "-"
+		if x.Voter {
+			suffrage = "voter"
+		}
+		if x.Leader {
+			leader = "*"
+		}
+		if x.Reachable {
+			state = x.State
+			applied = strconv.FormatUint(x.Applied, 10)
+			if x.LastContact >= 0 && x.State != "Leader" {
+				contact = formatContact(x.LastContact)
+			}
+		}
+		t.rows = append(t.rows, []string{cell(x.ID), cell(x.RaftAddress), cell(x.ClientAddress), suffrage, leader,
+			state, contact, applied})
+	}
+	_, err = io.WriteString(opts.Stdout, t.String())
+	return err
+}
+
+// formatContact prints a last contact: in milliseconds under a second
+// (heartbeats come every few tens of them), else as formatHeld does.
+func formatContact(d time.Duration) string {
+	if d < time.Second {
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	}
+	return formatHeld(d)
+}
