@@ -72,6 +72,7 @@ type Cluster struct {
 	trans *raft.NetworkTransport
 	// raftAddr is the address the raft port listens on.
 	raftAddr net.Addr
+	stats    *stats // the collector's figures (stats.go)
 
 	ready     atomic.Bool // the leader's restart applied in this term
 	quit      chan struct{}
@@ -93,7 +94,7 @@ func New(cfg Config) (*Cluster, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Cluster{cfg: cfg, log: log.With(slog.String(logNode, cfg.NodeID)), quit: make(chan struct{}),
-		done: make(chan struct{})}, nil
+		done: make(chan struct{}), stats: newStats()}, nil
 }
 
 // Start opens Config.Dir (raft.db, the log and stable store, and
@@ -149,6 +150,7 @@ func (c *Cluster) Start(n *mutex.Node) error {
 		c.release()
 		return fmt.Errorf("cluster: start raft: %w", err)
 	}
+	c.raft.RegisterObserver(c.stats.observer)
 	switch {
 	case existing:
 		c.log.Info("raft state found, rejoining the cluster", slog.String(logDir, c.cfg.Dir),
@@ -247,11 +249,13 @@ func (c *Cluster) Propose(cmd *mutex.Command) (wait func() error) {
 	if c.raft == nil {
 		return func() error { return mutex.ErrNotLeader }
 	}
+	start := time.Now()
 	f := c.raft.Apply(appendCommandEntry(nil, cmd), c.cfg.ApplyTimeout)
 	return func() error {
 		if err := f.Error(); err != nil {
 			return notLeader(err)
 		}
+		c.stats.observeApply(start)
 		return nil
 	}
 }

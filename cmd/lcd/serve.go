@@ -70,6 +70,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return &exitError{code: exitUsage, err: err}
 		}
 		defer cl.Close()
+		if err := reg.Register(cl.Collector()); err != nil {
+			return &exitError{code: exitRuntime, err: fmt.Errorf("register metrics: %w", err)}
+		}
 		node = mutex.NewNode(mutex.NodeConfig{Replicator: cl})
 	}
 	defer node.Close()
