@@ -104,6 +104,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelError),
 		ErrorHandling: promhttp.ContinueOnError,
 	})))
+	handleProbes(mux, cl)
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: metricsIdleTimeout}
 
 	attrs := []any{slog.String("version", version)}
