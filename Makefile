@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test test-go test-clients test-deploy bench soak soak-cluster fuzz clean
+.PHONY: all build run test test-go test-clients test-deploy bench bench-ha soak soak-cluster fuzz clean
 
 all: build
 
@@ -26,6 +26,7 @@ test: test-go test-clients test-deploy
 test-go:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	cd internal/bench/ha && $(GO) vet ./...
 
 test-clients:
 	bash clients/conformance/run.sh
@@ -35,6 +36,12 @@ test-deploy:
 
 bench:
 	$(GO) run ./internal/bench
+
+# Three lcd nodes beside three etcd members (Debian's etcd-server, whose
+# etcd must be on PATH: apt-get install etcd-server), and lcd's failover;
+# its own module, so that the etcd client stays out of lcd's.
+bench-ha:
+	cd internal/bench/ha && $(GO) run . -root ../../..
 
 # A long crash-and-restart soak of the write-ahead log.
 soak:
