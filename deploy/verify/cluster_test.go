@@ -33,7 +33,7 @@ var addressVars = []string{"BIND_ADDRESS", "RAFT_ADDRESS", "ADVERTISE_ADDRESS", 
 // test picks: node(i, host) names the node that host stands for in node
 // i's settings (-1 for none), and each (node, port) pair gets a port of
 // its own. RAFT_DIR goes to a temporary directory; the management and
-// metrics ports to port 0.
+// metrics ports to port 0; an HTTP API is turned off.
 func runCluster(t *testing.T, envs []clusterEnv, node func(i int, host string) int) {
 	t.Helper()
 	type place struct{ node, port int }
@@ -89,6 +89,7 @@ func runCluster(t *testing.T, envs []clusterEnv, node func(i int, host string) i
 		}
 		e["RAFT_DIR"] = filepath.Join(t.TempDir(), "raft")
 		e["MANAGER_ADDRESS"], e["METRICS_ADDRESS"] = "127.0.0.1:0", "127.0.0.1:0"
+		e["HTTP_ADDRESS"] = "" // no HTTP API on a port + 3 nobody picked; an lcd without one ignores it
 		var list []string
 		for k, v := range e {
 			list = append(list, k+"="+v)

@@ -236,7 +236,8 @@ func startLCD(bin, dir string) *lcdCluster {
 		peers = append(peers, n.id+"="+raft+"="+n.mutex)
 		n.env = []string{"NODE_ID=" + n.id, "BIND_ADDRESS=" + n.mutex,
 			fmt.Sprintf("MANAGER_ADDRESS=127.0.0.1:%d", ports[1]), "METRICS_ADDRESS=" + n.metrics,
-			"RAFT_ADDRESS=" + raft, "RAFT_DIR=" + filepath.Join(dir, "lcd-"+n.id), "LOG_LEVEL=warn"}
+			"RAFT_ADDRESS=" + raft, "RAFT_DIR=" + filepath.Join(dir, "lcd-"+n.id), "LOG_LEVEL=warn",
+			"HTTP_ADDRESS="} // no HTTP API, whose port + 3 was not picked free (ignored by an lcd without one)
 		lc.nodes = append(lc.nodes, n)
 	}
 	for _, n := range lc.nodes {
