@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test test-go test-clients test-deploy bench bench-v1 bench-session bench-http bench-modes bench-tls soak soak-crash soak-powerloss soak-model soak-cluster fuzz clean
+.PHONY: all build run test test-go test-clients test-deploy bench bench-v1 bench-session bench-http bench-modes bench-tls bench-ha soak soak-crash soak-powerloss soak-model soak-cluster fuzz clean
 
 all: build
 
@@ -27,6 +27,7 @@ test: test-go test-clients test-deploy
 test-go:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
+	cd internal/bench/ha && $(GO) vet ./...
 
 test-clients:
 	bash clients/conformance/run.sh
@@ -58,6 +59,12 @@ bench-modes:
 # TLS, side by side in the same rounds.
 bench-tls:
 	$(GO) run ./internal/bench/tlscost
+
+# Three lcd nodes beside three etcd members (Debian's etcd-server, whose
+# etcd must be on PATH: apt-get install etcd-server), and lcd's failover;
+# its own module, so that the etcd client stays out of lcd's.
+bench-ha:
+	cd internal/bench/ha && $(GO) run . -root ../../..
 
 # Long soaks of the write-ahead log: lcd killed with SIGKILL and restarted,
 # round after round; then power losses simulated under the log, which drop

@@ -72,6 +72,7 @@ type Cluster struct {
 	trans *raft.NetworkTransport
 	// raftAddr is the address the raft port listens on.
 	raftAddr net.Addr
+	stats    *stats // the collector's figures (stats.go)
 
 	ready     atomic.Bool // the leader's restart applied in this term
 	quit      chan struct{}
@@ -95,7 +96,8 @@ func New(cfg Config) (*Cluster, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Cluster{cfg: cfg, log: log.With(slog.String(logNode, cfg.NodeID)), quit: make(chan struct{}),
-		done: make(chan struct{}), raftDone: make(chan struct{}), observed: make(chan raft.Observation, 64)}, nil
+		done: make(chan struct{}), raftDone: make(chan struct{}), observed: make(chan raft.Observation, 64),
+		stats: newStats()}, nil
 }
 
 // Start opens Config.Dir (raft.db, the log and stable store, and
@@ -154,6 +156,7 @@ func (c *Cluster) Start(n *mutex.Node) error {
 	c.raft.RegisterObserver(raft.NewObserver(c.observed, false, nil))
 	c.wg.Add(1)
 	go c.observe()
+	c.raft.RegisterObserver(c.stats.observer)
 	switch {
 	case existing:
 		c.log.Info("raft state found, rejoining the cluster", slog.String(logDir, c.cfg.Dir),
@@ -252,11 +255,13 @@ func (c *Cluster) Propose(cmd *mutex.Command) (wait func() error) {
 	if c.raft == nil {
 		return func() error { return mutex.ErrNotLeader }
 	}
+	start := time.Now()
 	f := c.raft.Apply(appendCommandEntry(nil, cmd), c.cfg.ApplyTimeout)
 	return func() error {
 		if err := c.await(f); err != nil {
 			return notLeader(err)
 		}
+		c.stats.observeApply(start)
 		return nil
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -90,6 +89,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return &exitError{code: exitUsage, err: err}
 		}
 		defer cl.Close()
+		if err := reg.Register(cl.Collector()); err != nil {
+			return &exitError{code: exitRuntime, err: fmt.Errorf("register metrics: %w", err)}
+		}
 		node = mutex.NewNode(mutex.NodeConfig{Replicator: cl, Limits: cfg.Security.Limits})
 	}
 	defer node.Close()
@@ -131,7 +133,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", sec.guardMetrics(scrapes.wrap(promHandler), node))
-	mux.Handle("/healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }))
+	handleProbes(mux, cl)
 	httpSrv := &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: metricsIdleTimeout}
 
 	attrs := []any{slog.String("version", version), slog.Bool("tls", tr.store != nil)}

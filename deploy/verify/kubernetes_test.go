@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,9 +34,11 @@ var containerPorts = map[string]int32{"mutex": 22119, "manager": 22120, "metrics
 
 // manifests is one YAML file decoded into API types.
 type manifests struct {
-	deployments []*appsv1.Deployment
-	services    []*corev1.Service
-	claims      []*corev1.PersistentVolumeClaim
+	deployments  []*appsv1.Deployment
+	statefulSets []*appsv1.StatefulSet
+	services     []*corev1.Service
+	claims       []*corev1.PersistentVolumeClaim
+	budgets      []*policyv1.PodDisruptionBudget
 }
 
 // loadManifests decodes every document of deploy/kubernetes/name strictly:
@@ -64,6 +67,12 @@ func loadManifests(t *testing.T, name string) manifests {
 		case "apps/v1 Deployment":
 			d := new(appsv1.Deployment)
 			m.deployments, obj = append(m.deployments, d), d
+		case "apps/v1 StatefulSet":
+			d := new(appsv1.StatefulSet)
+			m.statefulSets, obj = append(m.statefulSets, d), d
+		case "policy/v1 PodDisruptionBudget":
+			b := new(policyv1.PodDisruptionBudget)
+			m.budgets, obj = append(m.budgets, b), b
 		case "v1 Service":
 			s := new(corev1.Service)
 			m.services, obj = append(m.services, s), s
@@ -99,13 +108,24 @@ func checkServer(t *testing.T, d *appsv1.Deployment) *corev1.Container {
 	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
 		t.Errorf("strategy %q, want Recreate: two pods must never run at once", d.Spec.Strategy.Type)
 	}
-	pod := d.Spec.Template.Spec
+	return checkPod(t, d.Spec.Selector, d.Spec.Template, containerPorts,
+		map[string]string{"readiness": "/metrics", "liveness": "/metrics"})
+}
+
+// checkPod asserts what every lcd pod template must be: selected by sel,
+// a grace period above the shutdown drain, the image's user, one
+// container with ports and probes (kind -> path on the metrics port) as
+// given, and no privileges. It returns the container.
+func checkPod(t *testing.T, sel *metav1.LabelSelector, tmpl corev1.PodTemplateSpec, ports map[string]int32,
+	probes map[string]string) *corev1.Container {
+	t.Helper()
+	pod := tmpl.Spec
 	if g := pod.TerminationGracePeriodSeconds; g == nil || *g <= shutdownTimeoutSeconds {
 		t.Errorf("terminationGracePeriodSeconds %v, want above the %d s shutdown drain", g, shutdownTimeoutSeconds)
 	}
-	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-	if err != nil || sel.Empty() || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
-		t.Errorf("selector %v does not match the pod labels %v", d.Spec.Selector, d.Spec.Template.Labels)
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil || s.Empty() || !s.Matches(labels.Set(tmpl.Labels)) {
+		t.Errorf("selector %v does not match the pod labels %v", sel, tmpl.Labels)
 	}
 
 	psc := pod.SecurityContext
@@ -125,20 +145,20 @@ func checkServer(t *testing.T, d *appsv1.Deployment) *corev1.Container {
 	if c.Image != defaultImage(t)+":latest" {
 		t.Errorf("image %q, want %s:latest as create_image.sh tags it", c.Image, defaultImage(t))
 	}
-	ports := make(map[string]int32)
+	got := make(map[string]int32)
 	for _, p := range c.Ports {
-		ports[p.Name] = p.ContainerPort
+		got[p.Name] = p.ContainerPort
 	}
-	if !equality.Semantic.DeepEqual(ports, containerPorts) {
-		t.Errorf("container ports %v, want %v", ports, containerPorts)
+	if !equality.Semantic.DeepEqual(got, ports) {
+		t.Errorf("container ports %v, want %v", got, ports)
 	}
 	for what, probe := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
 		if probe == nil || probe.HTTPGet == nil {
 			t.Errorf("%s probe is not an HTTP GET", what)
 			continue
 		}
-		if probe.HTTPGet.Path != "/metrics" || probe.HTTPGet.Port != intstr.FromString("metrics") {
-			t.Errorf("%s probe GETs %s on %v, want /metrics on the metrics port", what, probe.HTTPGet.Path, probe.HTTPGet.Port.String())
+		if probe.HTTPGet.Path != probes[what] || probe.HTTPGet.Port != intstr.FromString("metrics") {
+			t.Errorf("%s probe GETs %s on %v, want %s on the metrics port", what, probe.HTTPGet.Path, probe.HTTPGet.Port.String(), probes[what])
 		}
 	}
 	csc := c.SecurityContext
@@ -159,12 +179,12 @@ func defaultImage(t *testing.T) string {
 	return string(m[1])
 }
 
-// checkService asserts that s reaches d's pods on the mutex and metrics
-// ports, and not on the management port.
-func checkService(t *testing.T, s *corev1.Service, d *appsv1.Deployment) {
+// checkService asserts that s reaches the pods of tmpl on the mutex and
+// metrics ports, and not on the management port.
+func checkService(t *testing.T, s *corev1.Service, tmpl corev1.PodTemplateSpec) {
 	t.Helper()
-	if len(s.Spec.Selector) == 0 || !labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
-		t.Errorf("service selector %v does not select the pods %v", s.Spec.Selector, d.Spec.Template.Labels)
+	if len(s.Spec.Selector) == 0 || !labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(tmpl.Labels)) {
+		t.Errorf("service selector %v does not select the pods %v", s.Spec.Selector, tmpl.Labels)
 	}
 	var names []string
 	for _, p := range s.Spec.Ports {
@@ -191,7 +211,7 @@ func TestKubernetesPersistent(t *testing.T) {
 	m := loadManifests(t, "locking-center.yaml")
 	d := one(t, m.deployments, "Deployment")
 	c := checkServer(t, d)
-	checkService(t, one(t, m.services, "Service"), d)
+	checkService(t, one(t, m.services, "Service"), d.Spec.Template)
 
 	dataPath, ok := envValue(c, "DATA_PATH")
 	if !ok || !path.IsAbs(dataPath) {
@@ -231,7 +251,7 @@ func TestKubernetesMemory(t *testing.T) {
 	mem := loadManifests(t, "locking-center-memory.yaml")
 	d := one(t, mem.deployments, "Deployment")
 	c := checkServer(t, d)
-	checkService(t, one(t, mem.services, "Service"), d)
+	checkService(t, one(t, mem.services, "Service"), d.Spec.Template)
 	if _, ok := envValue(c, "DATA_PATH"); ok {
 		t.Error("the memory variant sets DATA_PATH")
 	}

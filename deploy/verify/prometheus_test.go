@@ -3,6 +3,7 @@ package verify
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"os/exec"
 	"path/filepath"
@@ -136,19 +137,44 @@ func busyScrape(t *testing.T, s *server) string {
 	return text
 }
 
+// clusterOnly are the metrics lcd exports only as a node of a cluster
+// (NODE_ID set).
+var clusterOnly = []string{
+	"locking_center_raft_state",
+	"locking_center_raft_term",
+	"locking_center_raft_last_index",
+	"locking_center_raft_commit_index",
+	"locking_center_raft_applied_index",
+	"locking_center_raft_leader_changes_total",
+	"locking_center_raft_apply_seconds_bucket",
+	"locking_center_raft_apply_seconds_sum",
+	"locking_center_raft_apply_seconds_count",
+}
+
+// scrapes are the metric names of a live lcd in each of its modes.
+type scrapes struct {
+	memory, durable, clustered map[string]bool
+}
+
 // liveMetrics returns the metric names a running lcd exports without and
-// with a DATA_PATH, each checked by promtool check metrics.
-func liveMetrics(t *testing.T) (memory, durable map[string]bool) {
+// with a DATA_PATH, and as the one node of a cluster, each checked by
+// promtool check metrics.
+func liveMetrics(t *testing.T) scrapes {
 	t.Helper()
 	mem := busyScrape(t, startServer(t))
 	promtool(t, mem, "check", "metrics")
 	dur := busyScrape(t, startServer(t, "DATA_PATH="+filepath.Join(t.TempDir(), "locks.wal")))
 	promtool(t, dur, "check", "metrics")
-	return metricNames(t, mem), metricNames(t, dur)
+	raft := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
+	clu := busyScrape(t, startServer(t, "NODE_ID=n1", "RAFT_DIR="+t.TempDir(), "RAFT_ADDRESS="+raft,
+		"RAFT_PEERS=n1="+raft))
+	promtool(t, clu, "check", "metrics")
+	return scrapes{metricNames(t, mem), metricNames(t, dur), metricNames(t, clu)}
 }
 
 func TestLiveMetrics(t *testing.T) {
-	memory, durable := liveMetrics(t)
+	live := liveMetrics(t)
+	memory, durable := live.memory, live.durable
 	for _, name := range []string{
 		"locking_center_locked_keys",
 		"locking_center_lock_held_seconds",
@@ -167,9 +193,20 @@ func TestLiveMetrics(t *testing.T) {
 			t.Errorf("lcd with DATA_PATH does not export %s", name)
 		}
 	}
+	for _, name := range clusterOnly {
+		if memory[name] || durable[name] {
+			t.Errorf("lcd exports %s without NODE_ID", name)
+		}
+		if !live.clustered[name] {
+			t.Errorf("a cluster node does not export %s", name)
+		}
+	}
 	for name := range memory {
 		if !durable[name] {
 			t.Errorf("lcd with DATA_PATH lacks %s", name)
+		}
+		if !live.clustered[name] {
+			t.Errorf("a cluster node lacks %s", name)
 		}
 	}
 }
@@ -247,13 +284,16 @@ func selectorNames(t *testing.T, where, expr string) []string {
 // TestDashboardAndRulesUseExportedMetrics parses every query of the
 // dashboard and every alert expression and compares the metric names with
 // what a live lcd exports. Names that only a DATA_PATH brings must be the
-// store's pair and come from the DATA_PATH scrape.
+// store's pair and come from the DATA_PATH scrape; names that only a
+// cluster node brings must be the raft series and come from its scrape.
 func TestDashboardAndRulesUseExportedMetrics(t *testing.T) {
-	memory, durable := liveMetrics(t)
+	live := liveMetrics(t)
+	memory, durable := live.memory, live.durable
 	queries := dashboardQueries(t)
 	for _, title := range []string{
 		"Locked keys", "Longest-held keys", "Parked waiters", "Grant rate",
 		"Wait time quantiles", "Store write errors",
+		"Raft state", "Raft term", "Leader changes", "Commit and apply lag", "Apply latency p99",
 	} {
 		if _, ok := queries[title]; !ok {
 			t.Errorf("dashboard has no panel %q", title)
@@ -273,6 +313,7 @@ func TestDashboardAndRulesUseExportedMetrics(t *testing.T) {
 				switch {
 				case memory[name], synthetic[name] && strings.HasPrefix(where, "alert "):
 				case durable[name] && slices.Contains(dataPathOnly, name):
+				case live.clustered[name] && slices.Contains(clusterOnly, name):
 				default:
 					t.Errorf("%s: %q uses %s, which lcd does not export", where, expr, name)
 				}
@@ -285,6 +326,9 @@ func TestDashboardAndRulesUseExportedMetrics(t *testing.T) {
 	for _, name := range append([]string{
 		"locking_center_locked_keys", "locking_center_lock_held_seconds", "locking_center_waiters",
 		"locking_center_grants_total", "locking_center_lock_wait_seconds_bucket",
+		"locking_center_raft_state", "locking_center_raft_term", "locking_center_raft_commit_index",
+		"locking_center_raft_applied_index", "locking_center_raft_leader_changes_total",
+		"locking_center_raft_apply_seconds_bucket",
 	}, dataPathOnly...) {
 		if !used[name] {
 			t.Errorf("neither the dashboard nor the alerts use %s", name)
