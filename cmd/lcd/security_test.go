@@ -194,17 +194,24 @@ func TestV1NetworksAndMetricsToken(t *testing.T) {
 }
 
 // TestConnectionCapUnderLowUlimit runs lcd with its open files limited to
-// 160: MAX_CONNECTIONS comes to 96, 64 of them for the client ports. A flood
-// of parked v1 waiters fills those; further lock requests are refused at
-// once, while the management port and /metrics keep answering from the
-// reserve; once the waiters leave, locking works again.
+// 160: MAX_CONNECTIONS comes to 96, 64 of them for the client ports. A
+// session holds the key on one of them (a connection that stays open, so
+// the count is exact); a flood of parked v1 waiters fills the other 63;
+// further lock requests are refused at once, while the management port and
+// /metrics keep answering from the reserve; once the waiters leave, locking
+// works again.
 func TestConnectionCapUnderLowUlimit(t *testing.T) {
 	_, addrs := startLCD(t, "ulimit -n 160 && exec")
 	ctx := context.Background()
-	c := lockingcenter.New(addrs.Mutex)
-	if err := c.TryLock(ctx, "hot"); err != nil {
+	holder, err := lockingcenter.NewSession(ctx, addrs.Mutex)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer holder.Close()
+	if _, err := holder.Acquire(ctx, "hot"); err != nil {
+		t.Fatal(err)
+	}
+	c := lockingcenter.New(addrs.Mutex)
 	var waiters []net.Conn
 	defer func() {
 		for _, w := range waiters {
@@ -229,11 +236,11 @@ func TestConnectionCapUnderLowUlimit(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the management port while the mutex port is full: %v", err)
 		}
-		if len(hs) == 1 && hs[0].Waiters == 64 {
+		if len(hs) == 1 && hs[0].Waiters == 63 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("holders %+v: want 64 parked waiters", hs)
+			t.Fatalf("holders %+v: want 63 parked waiters", hs)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -241,11 +248,11 @@ func TestConnectionCapUnderLowUlimit(t *testing.T) {
 	deadline = time.Now().Add(startTimeout)
 	for {
 		_, text := metricsText(t, addrs.Metrics, "/metrics", "")
-		if strings.Contains(text, `locking_center_refusals_total{reason="connections"} 16`) {
+		if strings.Contains(text, `locking_center_refusals_total{reason="connections"} 17`) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("refusals never reached 16:\n%s", grepLines(text, "refusals"))
+			t.Fatalf("refusals never reached 17:\n%s", grepLines(text, "refusals"))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -256,14 +263,14 @@ func TestConnectionCapUnderLowUlimit(t *testing.T) {
 			refused++
 		}
 	}
-	if refused != 16 {
-		t.Errorf("%d waiters refused, want 16", refused)
+	if refused != 17 {
+		t.Errorf("%d waiters refused, want 17", refused)
 	}
 	if err := c.TryLock(ctx, "other"); err == nil || errors.Is(err, lockingcenter.ErrBusy) {
 		t.Errorf("a lock request while the client ports are full: %v, want a refusal", err)
 	}
 	code, text := metricsText(t, addrs.Metrics, "/metrics", "")
-	if code != http.StatusOK || !strings.Contains(text, `locking_center_refusals_total{reason="connections"} 17`) {
+	if code != http.StatusOK || !strings.Contains(text, `locking_center_refusals_total{reason="connections"} 18`) {
 		t.Errorf("metrics %d while full:\n%s", code, grepLines(text, "refusals"))
 	}
 	for _, w := range waiters {
