@@ -108,13 +108,14 @@ type Config struct {
 // ParsePeers parses RAFT_PEERS: comma-separated id=raftaddr=clientaddr;
 // a peer's client address may be left out (id=raftaddr), and is then
 // known once that node has led. Errors: a peer not of that form, an
-// address without a port, an id given twice.
+// address without a port, an id or a raft address given twice.
 func ParsePeers(s string) ([]Peer, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
 	var out []Peer
 	seen := map[string]bool{}
+	raftOf := map[string]string{} // raft address -> the id that has it
 	for _, item := range strings.Split(s, ",") {
 		parts := strings.Split(strings.TrimSpace(item), "=")
 		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
@@ -135,7 +136,11 @@ func ParsePeers(s string) ([]Peer, error) {
 		if seen[p.ID] {
 			return nil, fmt.Errorf("peer %q given twice", p.ID)
 		}
+		if other, ok := raftOf[p.RaftAddress]; ok {
+			return nil, fmt.Errorf("peers %q and %q have one raft address %s", other, p.ID, p.RaftAddress)
+		}
 		seen[p.ID] = true
+		raftOf[p.RaftAddress] = p.ID
 		out = append(out, p)
 	}
 	return out, nil

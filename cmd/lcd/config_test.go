@@ -190,7 +190,9 @@ func TestConfigCluster(t *testing.T) {
 		"a TTL a failover outlasts":    append(slices.Clone(env), "RAFT_ELECTION_TIMEOUT=1s"),
 		"the node not among its peers": {"NODE_ID=n9", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/x", "RAFT_PEERS=n1=10.0.0.1:7000"},
 		"a bad peer":                   {"NODE_ID=n1", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/x", "RAFT_PEERS=n1"},
-		"no room for port+4":           {"NODE_ID=n1", "RAFT_DIR=/x", "BIND_ADDRESS=:65532"},
+		"two peers at one raft address": {"NODE_ID=n1", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/x",
+			"RAFT_PEERS=n1=10.0.0.1:7000,n2=10.0.0.1:7000"},
+		"no room for port+4": {"NODE_ID=n1", "RAFT_DIR=/x", "BIND_ADDRESS=:65532"},
 	} {
 		if _, err := resolve(t, nil, bad); err == nil {
 			t.Errorf("%s: accepted", name)
