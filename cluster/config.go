@@ -221,6 +221,11 @@ func (c Config) Validate() error {
 	case c.ApplyTimeout < 0 || c.ForwardTimeout < 0:
 		return errors.New("cluster: timeouts must not be negative")
 	}
+	for _, p := range append([]Peer{{ID: c.NodeID}}, c.Peers...) {
+		if err := idProblem(p.ID); err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+	}
 	if _, _, err := net.SplitHostPort(c.RaftBind); err != nil {
 		return fmt.Errorf("cluster: raft address %q: %w", c.RaftBind, err)
 	}
