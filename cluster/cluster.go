@@ -173,6 +173,7 @@ func (c *Cluster) Start(n *mutex.Node) error {
 			!errors.Is(err, raft.ErrCantBootstrap) {
 			c.raft.Shutdown().Error()
 			c.release()
+			close(c.done) // no leadership loop runs: Close must not wait for one
 			return fmt.Errorf("cluster: bootstrap: %w", err)
 		}
 		c.log.Info("bootstrapped a new cluster", slog.Int("peers", len(servers)))

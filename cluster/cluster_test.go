@@ -471,3 +471,30 @@ func TestAwaitEndsAtShutdown(t *testing.T) {
 		close(f.release)
 	}
 }
+
+// A Start that fails once raft runs (here its bootstrap, refused for two
+// peers at one raft address) leaves a Cluster that Close stops at once.
+func TestCloseAfterFailedStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := newTestNode(t, "n1", ln, make(chan struct{}, 1))
+	addr := ln.Addr().String()
+	tn.cfg.Peers = []Peer{{ID: "n1", RaftAddress: addr}, {ID: "n2", RaftAddress: addr}}
+	c, err := New(tn.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(mutex.NewNode(mutex.NodeConfig{Replicator: c})); err == nil {
+		c.Close()
+		t.Fatal("a bootstrap of two peers at one raft address started")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close after a failed Start did not return")
+	}
+}

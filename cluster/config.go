@@ -108,13 +108,14 @@ type Config struct {
 // ParsePeers parses RAFT_PEERS: comma-separated id=raftaddr=clientaddr;
 // a peer's client address may be left out (id=raftaddr), and is then
 // known once that node has led. Errors: a peer not of that form, an
-// address without a port, an id given twice.
+// address without a port, an id or a raft address given twice.
 func ParsePeers(s string) ([]Peer, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
 	var out []Peer
 	seen := map[string]bool{}
+	raftOf := map[string]string{} // raft address -> the id that has it
 	for _, item := range strings.Split(s, ",") {
 		parts := strings.Split(strings.TrimSpace(item), "=")
 		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
@@ -135,7 +136,11 @@ func ParsePeers(s string) ([]Peer, error) {
 		if seen[p.ID] {
 			return nil, fmt.Errorf("peer %q given twice", p.ID)
 		}
+		if other, ok := raftOf[p.RaftAddress]; ok {
+			return nil, fmt.Errorf("peers %q and %q have one raft address %s", other, p.ID, p.RaftAddress)
+		}
 		seen[p.ID] = true
+		raftOf[p.RaftAddress] = p.ID
 		out = append(out, p)
 	}
 	return out, nil
@@ -215,6 +220,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cluster: election timeout %v is under 10ms", c.ElectionTimeout)
 	case c.ApplyTimeout < 0 || c.ForwardTimeout < 0:
 		return errors.New("cluster: timeouts must not be negative")
+	}
+	for _, p := range append([]Peer{{ID: c.NodeID}}, c.Peers...) {
+		if err := idProblem(p.ID); err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
 	}
 	if _, _, err := net.SplitHostPort(c.RaftBind); err != nil {
 		return fmt.Errorf("cluster: raft address %q: %w", c.RaftBind, err)

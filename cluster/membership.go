@@ -53,16 +53,25 @@ type Member struct {
 	Applied     uint64        `json:"applied"` // the last entry it applied
 }
 
-// checkID reports an id that cannot be a node's: empty, longer than
+// checkID reports an id that cannot be a node's, as ErrBadRequest; see
+// idProblem.
+func checkID(id string) error {
+	if err := idProblem(id); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	return nil
+}
+
+// idProblem reports an id that cannot be a node's: empty, longer than
 // MaxIDLen, or holding a character of RAFT_PEERS' syntax or a control
 // character.
-func checkID(id string) error {
+func idProblem(id string) error {
 	if id == "" || len(id) > MaxIDLen || strings.ContainsAny(id, "=, ") {
-		return fmt.Errorf("%w: node id %q: want 1 to %d bytes without '=', ',' or spaces", ErrBadRequest, id, MaxIDLen)
+		return fmt.Errorf("node id %q: want 1 to %d bytes without '=', ',' or spaces", id, MaxIDLen)
 	}
 	for _, r := range id {
 		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("%w: node id %q: control characters", ErrBadRequest, id)
+			return fmt.Errorf("node id %q: control characters", id)
 		}
 	}
 	return nil

@@ -190,7 +190,9 @@ func TestConfigCluster(t *testing.T) {
 		"a TTL a failover outlasts":    append(slices.Clone(env), "RAFT_ELECTION_TIMEOUT=1s"),
 		"the node not among its peers": {"NODE_ID=n9", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/x", "RAFT_PEERS=n1=10.0.0.1:7000"},
 		"a bad peer":                   {"NODE_ID=n1", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/x", "RAFT_PEERS=n1"},
-		"no room for port+4":           {"NODE_ID=n1", "RAFT_DIR=/x", "BIND_ADDRESS=:65532"},
+		"two peers at one raft address": {"NODE_ID=n1", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/x",
+			"RAFT_PEERS=n1=10.0.0.1:7000,n2=10.0.0.1:7000"},
+		"no room for port+4": {"NODE_ID=n1", "RAFT_DIR=/x", "BIND_ADDRESS=:65532"},
 	} {
 		if _, err := resolve(t, nil, bad); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -240,6 +242,25 @@ func TestConfigSecurity(t *testing.T) {
 	} {
 		if _, err := resolve(t, bad, nil); err == nil {
 			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// A NODE_ID or a RAFT_PEERS id that no member could have makes lcd exit 2
+// with one line, before it binds or writes anything.
+func TestClusterBadNodeIDExits2(t *testing.T) {
+	for _, env := range [][]string{
+		{"NODE_ID=n 1"},
+		{"NODE_ID=n1", "RAFT_PEERS=n1=127.0.0.1:7000,n\x012=127.0.0.1:7001"},
+	} {
+		var stderr bytes.Buffer
+		dir := t.TempDir()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // a node that started would stop at once, exiting 0
+		code := run(ctx, nil, append(env, "BIND_ADDRESS=127.0.0.1:0", "RAFT_ADDRESS=127.0.0.1:0",
+			"RAFT_DIR="+dir), io.Discard, &stderr)
+		if code != exitUsage || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), "node id") {
+			t.Errorf("%q: exit %d, stderr %q", env, code, stderr.String())
 		}
 	}
 }
