@@ -61,6 +61,9 @@ func runToken(opts *tokenOptions) error {
 	if strings.ContainsAny(opts.Name, " \t\r\n#") || opts.Name == "" || len(opts.Name) > 127 {
 		return usagef("token: the name must be 1 to 127 bytes without spaces or #")
 	}
+	if len(opts.Prefixes) > 0 && (opts.Prefixes[0] == auth.Client.String() || opts.Prefixes[0] == auth.Admin.String()) {
+		return usagef("token: %q would be a key prefix; give the role with --role %s", opts.Prefixes[0], opts.Prefixes[0])
+	}
 	for _, p := range opts.Prefixes {
 		if strings.ContainsAny(p, " \t\r\n") || p == "" || len(p) > 127 {
 			return usagef("token: a prefix must be 1 to 127 bytes without spaces")

@@ -34,7 +34,7 @@ func TestTokenPrintsATokenAndItsLine(t *testing.T) {
 		t.Errorf("admin token: %d %q", admin.code, admin.stdout)
 	}
 	for _, args := range [][]string{{"token"}, {"token", "x", "--role", "root"}, {"token", "--role", "admin", "ops", "deploy/"},
-		{"token", "a#b"}} {
+		{"token", "a#b"}, {"token", "ops", "admin"}, {"token", "ops", "client", "jobs/"}} {
 		r := runInProcess(t, nil, args...)
 		if r.code != exitFailure || r.stdout != "" {
 			t.Errorf("%q = %d %q, want a usage error", args, r.code, r.stdout)

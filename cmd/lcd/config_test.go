@@ -235,6 +235,8 @@ func TestConfigSecurity(t *testing.T) {
 		{"--auth-v1-networks=10.0.0.0/8"}, // without authentication
 		{"--auth-metrics=true"},           // likewise
 		{"--auth-tokens-file=t", "--auth-v1-networks=10.0.0.0"},
+		{"--auth-tokens-file=t", "--auth-v1-networks=,"},
+		{"--auth-tokens-file=t", "--auth-v1-networks=10.0.0.0/8,,127.0.0.1/32"},
 		{"--auth-metrics=maybe"},
 		{"--max-connections=10", "--reserved-connections=10"},
 		{"--max-connections=-1"}, {"--max-held-per-source=many"}, {"--rate-per-source=-1"},

@@ -65,6 +65,9 @@ func (o *securityOptions) config() (securityConfig, error) {
 	var err error
 	for _, cidr := range strings.Split(o.v1Networks, ",") {
 		if cidr = strings.TrimSpace(cidr); cidr == "" {
+			if strings.TrimSpace(o.v1Networks) != "" {
+				return securityConfig{}, fmt.Errorf("auth-v1-networks %q: an empty entry; want CIDRs such as 10.0.0.0/8, comma-separated", o.v1Networks)
+			}
 			continue
 		}
 		_, n, err := net.ParseCIDR(cidr)
