@@ -336,7 +336,14 @@ func TestRefusedRequestIsFailureNeverBusy(t *testing.T) {
 		if r.code != exitFailure {
 			t.Errorf("%q answered '-' = %d, want 2", args, r.code)
 		}
-		oneLine(t, r.stderr, addr, "refused the request")
+		hint := "AUTH_V1_NETWORKS"
+		switch {
+		case args[0] == "keys" || args[0] == "reset":
+			hint = "--manager-address"
+		case len(args) > 2: // a session: its own explanation
+			hint = "session protocol"
+		}
+		oneLine(t, r.stderr, addr, "refused the request", hint)
 	}
 	nonsense := fakeServer(t, answering('#'))
 	r := runInProcess(t, []string{"LC_ADDRESS=" + nonsense}, "lock", "k")

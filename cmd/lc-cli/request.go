@@ -32,10 +32,18 @@ func (f *factory) keyRequest(key string) keyRequest {
 // do sends the request through call, one of the client's methods, named
 // op in messages; a signal interrupts it, and undo reverts a success that
 // raced the signal (see interruptibly).
+// A bare v1 refusal ('-') carries no reason, so its message says what
+// most often causes it.
 func (r keyRequest) do(ctx context.Context, op string, call func(context.Context, string) error, undo func() error) error {
-	return interruptibly(ctx, r.Signals, describe(op, r.Key, r.Client.Addr()), func(ctx context.Context) error {
+	err := interruptibly(ctx, r.Signals, describe(op, r.Key, r.Client.Addr()), func(ctx context.Context) error {
 		return call(ctx, r.Key)
 	}, undo)
+	var ee *exitError
+	if errors.Is(err, lockingcenter.ErrFailed) && !errors.As(err, &ee) {
+		err = fmt.Errorf("%w (the server gives no reason: with authentication on, v1 is served only to the networks "+
+			"of AUTH_V1_NETWORKS, so use lock KEY -- CMD with --token; a source over its caps or rate is refused too)", err)
+	}
+	return err
 }
 
 // release unlocks the key, bounded by releaseTimeout.

@@ -2,6 +2,8 @@ package main
 
 import (
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -238,7 +240,13 @@ func checkSourceLen(source string) error {
 	return nil
 }
 
-// failure wraps err, from a client, as an exit with code 2.
+// failure wraps err, from a client, as an exit with code 2. A bare
+// refusal ('-') of the management port carries no reason, so its message
+// says what most often causes it.
 func failure(err error) error {
+	if errors.Is(err, manager.ErrFailed) {
+		err = fmt.Errorf("%w (the server gives no reason: a cluster's follower refuses this, so point --manager-address "+
+			"at the leader (lc-cli cluster list names it); with authentication on, it takes an admin's --token)", err)
+	}
 	return &exitError{code: exitFailure, err: err}
 }
