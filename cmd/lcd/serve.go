@@ -357,10 +357,10 @@ func openStore(cfg Config, log *slog.Logger, reg prometheus.Registerer) (store, 
 // scrapeWatch remembers when scrapes complete, so that shutdown can wait
 // for one scrape of the final state when a scraper polls this process.
 type scrapeWatch struct {
-	mu         sync.Mutex
-	last, prev time.Time     // the two latest completed scrapes
-	next       chan struct{} // closed when a scrape completes
-	now        func() time.Time
+	mu                sync.Mutex
+	last, prev, first time.Time     // the three latest completed scrapes
+	next              chan struct{} // closed when a scrape completes
+	now               func() time.Time
 }
 
 func newScrapeWatch() *scrapeWatch {
@@ -371,7 +371,7 @@ func (w *scrapeWatch) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(rw, r)
 		w.mu.Lock()
-		w.prev, w.last = w.last, w.now()
+		w.first, w.prev, w.last = w.prev, w.last, w.now()
 		close(w.next)
 		w.next = make(chan struct{})
 		w.mu.Unlock()
@@ -379,17 +379,21 @@ func (w *scrapeWatch) wrap(h http.Handler) http.Handler {
 }
 
 // awaitFinal waits for the next scrape to complete, when scrapes have been
-// coming at a steady interval and the next one is due within ctx's time;
-// otherwise it returns at once. A one-off request (a person with curl, a
-// health check) does not hold the shutdown up.
+// coming at a steady interval (the last three at two intervals within a
+// quarter of each other) and the next one is due within ctx's time;
+// otherwise it returns at once. A one-off request, or a few by hand (a
+// person with curl, a health check), does not hold the shutdown up.
 func (w *scrapeWatch) awaitFinal(ctx context.Context) {
 	w.mu.Lock()
-	last, prev, next := w.last, w.prev, w.next
+	last, prev, first, next := w.last, w.prev, w.first, w.next
 	w.mu.Unlock()
-	if prev.IsZero() {
+	if first.IsZero() {
 		return
 	}
-	interval := last.Sub(prev)
+	interval, before := last.Sub(prev), prev.Sub(first)
+	if d := interval - before; d > max(interval, before)/4 || -d > max(interval, before)/4 {
+		return // not a scraper's steady polling
+	}
 	due := last.Add(2 * interval) // allow one interval of jitter
 	if w.now().After(due) {
 		return // the scraper has stopped polling

@@ -137,7 +137,17 @@ func TestAwaitFinalScrape(t *testing.T) {
 		immediate("never scraped")
 		scrape()
 		immediate("one scrape")
+		time.Sleep(10 * time.Second)
+		scrape()
+		immediate("two scrapes, as by hand")
+		time.Sleep(3 * time.Second)
+		scrape()
+		immediate("three scrapes at unequal intervals")
 
+		time.Sleep(10 * time.Second)
+		scrape()
+		time.Sleep(10 * time.Second)
+		scrape()
 		time.Sleep(10 * time.Second)
 		scrape() // a scraper with a 10 s interval
 		time.Sleep(3 * time.Second)
