@@ -82,6 +82,8 @@ import (
 	"time"
 
 	"github.com/locking-center/locking-center/oneshot"
+
+	"github.com/locking-center/locking-center/internal/bench/proc"
 )
 
 var (
@@ -123,9 +125,9 @@ func main() {
 	if *lcdPath != "" {
 		lcd = *lcdPath
 	} else {
-		build(lcd, "./cmd/lcd")
+		proc.Build("", lcd, "./cmd/lcd")
 	}
-	build(floor, "./internal/bench/floor")
+	proc.Build("", floor, "./internal/bench/floor")
 
 	hotClients = counts("hot-clients", *hotList, 2)
 	cycleClients = counts("session-clients", *cycList, 1)
@@ -177,14 +179,6 @@ func counts(name, list string, least int) []int {
 	return out
 }
 
-func build(out, pkg string) {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		log.Fatalf("build %s: %v", pkg, err)
-	}
-}
-
 func numCPU() int {
 	b, _ := os.ReadFile("/proc/cpuinfo")
 	return strings.Count(string(b), "processor\t:")
@@ -208,24 +202,24 @@ func startLCD(bin string) *server { return startLCDWith(bin, false) }
 // startLCDWith is startLCD, with the HTTP API on a free port when
 // withHTTP is set.
 func startLCDWith(bin string, withHTTP bool) *server {
-	ports := freePorts(4)
+	addrs := proc.FreeAddrs(4)
 	cmd := exec.Command(bin)
 	httpAddr := ""
 	if withHTTP {
-		httpAddr = "127.0.0.1:" + ports[3]
+		httpAddr = addrs[3]
 	}
 	cmd.Env = append(os.Environ(),
-		"BIND_ADDRESS=127.0.0.1:"+ports[0],
-		"MANAGER_ADDRESS=127.0.0.1:"+ports[1],
-		"METRICS_ADDRESS=127.0.0.1:"+ports[2],
+		"BIND_ADDRESS="+addrs[0],
+		"MANAGER_ADDRESS="+addrs[1],
+		"METRICS_ADDRESS="+addrs[2],
 		"HTTP_ADDRESS="+httpAddr,
 		"LOG_LEVEL="+lcdLogLevel)
 	cmd.Stderr = os.Stderr
 	spawn(cmd)
-	s := &server{cmd: cmd, addr: "127.0.0.1:" + ports[0], metrics: "127.0.0.1:" + ports[2], http: httpAddr}
-	waitListening(s.addr)
+	s := &server{cmd: cmd, addr: addrs[0], metrics: addrs[2], http: httpAddr}
+	proc.WaitListening(s.addr)
 	if withHTTP {
-		waitListening(s.http)
+		proc.WaitListening(s.http)
 	}
 	if *perfDir != "" {
 		s.record(*perfDir)
@@ -289,51 +283,13 @@ func (s *server) stop() {
 	}
 }
 
-func freePorts(n int) []string {
-	var out []string
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			log.Fatal(err)
-		}
-		lns = append(lns, ln)
-		_, p, _ := net.SplitHostPort(ln.Addr().String())
-		out = append(out, p)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return out
-}
-
-func waitListening(addr string) {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			log.Fatalf("%s never listened: %v", addr, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // cpuTime returns the user+system CPU the process has used.
 func (s *server) cpuTime() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	d, err := proc.CPUTime(s.cmd.Process.Pid)
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Fields after the command name, which is in parentheses.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticks
+	return d
 }
 
 // rss returns the resident set size of the process in bytes.

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+
+	"github.com/locking-center/locking-center/internal/bench/proc"
 )
 
 // releaseScript is the usual release of a Redis lock: delete the key only
@@ -30,13 +32,13 @@ func startRedis(bin string) *server {
 	if err != nil {
 		log.Fatal(err)
 	}
-	port := freePorts(1)[0]
-	cmd := exec.Command(path, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no",
+	addr := proc.FreeAddrs(1)[0]
+	cmd := exec.Command(path, "--bind", "127.0.0.1", "--port", proc.Port(addr), "--save", "", "--appendonly", "no",
 		"--dir", dir, "--daemonize", "no", "--loglevel", "warning")
 	cmd.Stderr = os.Stderr
 	spawn(cmd)
-	s := &server{cmd: cmd, addr: "127.0.0.1:" + port, dir: dir}
-	waitListening(s.addr)
+	s := &server{cmd: cmd, addr: addr, dir: dir}
+	proc.WaitListening(s.addr)
 	c, err := dialRedis(s.addr)
 	if err != nil {
 		log.Fatalf("redis: %v", err)

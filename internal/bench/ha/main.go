@@ -37,7 +37,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -51,6 +50,7 @@ import (
 	"time"
 
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
+	benchproc "github.com/locking-center/locking-center/internal/bench/proc"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -91,11 +91,7 @@ func main() {
 	lcd := *lcdPath
 	if lcd == "" {
 		lcd = filepath.Join(dir, "lcd")
-		cmd := exec.Command("go", "build", "-o", lcd, "./cmd/lcd")
-		cmd.Dir, cmd.Stderr = *root, os.Stderr
-		if err := cmd.Run(); err != nil {
-			log.Fatalf("build lcd: %v", err)
-		}
+		benchproc.Build(*root, lcd, "./cmd/lcd")
 	}
 	var clients []int
 	for _, f := range strings.Split(*clientList, ",") {
@@ -135,25 +131,6 @@ func numCPU() int {
 	return strings.Count(string(b), "processor\t:")
 }
 
-// freePorts returns n distinct TCP ports that were free on 127.0.0.1 a
-// moment ago.
-func freePorts(n int) []int {
-	var lns []net.Listener
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			log.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
-}
-
 // proc is a server process of a cluster.
 type proc struct {
 	cmd  *exec.Cmd
@@ -182,14 +159,8 @@ func (p *proc) kill() {
 
 // cpu returns the process's user and system time so far.
 func (p *proc) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ 100
+	d, _ := benchproc.CPUTime(p.cmd.Process.Pid) // 0 once it has exited
+	return d
 }
 
 func cpuOf(ps []*proc) time.Duration {
@@ -229,13 +200,12 @@ func startLCD(bin, dir string) *lcdCluster {
 	lc := &lcdCluster{bin: bin}
 	var peers []string
 	for i := range 3 {
-		ports := freePorts(4)
-		n := &lcdNode{id: fmt.Sprintf("n%d", i+1), mutex: fmt.Sprintf("127.0.0.1:%d", ports[0]),
-			metrics: fmt.Sprintf("127.0.0.1:%d", ports[2])}
-		raft := fmt.Sprintf("127.0.0.1:%d", ports[3])
+		addrs := benchproc.FreeAddrs(4)
+		n := &lcdNode{id: fmt.Sprintf("n%d", i+1), mutex: addrs[0], metrics: addrs[2]}
+		raft := addrs[3]
 		peers = append(peers, n.id+"="+raft+"="+n.mutex)
 		n.env = []string{"NODE_ID=" + n.id, "BIND_ADDRESS=" + n.mutex,
-			fmt.Sprintf("MANAGER_ADDRESS=127.0.0.1:%d", ports[1]), "METRICS_ADDRESS=" + n.metrics,
+			"MANAGER_ADDRESS=" + addrs[1], "METRICS_ADDRESS=" + n.metrics,
 			"RAFT_ADDRESS=" + raft, "RAFT_DIR=" + filepath.Join(dir, "lcd-"+n.id), "LOG_LEVEL=warn",
 			"HTTP_ADDRESS="} // no HTTP API, whose port + 3 was not picked free (ignored by an lcd without one)
 		lc.nodes = append(lc.nodes, n)
@@ -318,9 +288,9 @@ func startEtcd(bin, dir string) *etcdCluster {
 	et := &etcdCluster{version: strings.ReplaceAll(strings.TrimSpace(string(out)), "\n", ", ")}
 	var peers, initial []string
 	for i := range 3 {
-		ports := freePorts(2)
-		et.clients = append(et.clients, fmt.Sprintf("http://127.0.0.1:%d", ports[0]))
-		peers = append(peers, fmt.Sprintf("http://127.0.0.1:%d", ports[1]))
+		addrs := benchproc.FreeAddrs(2)
+		et.clients = append(et.clients, "http://"+addrs[0])
+		peers = append(peers, "http://"+addrs[1])
 		initial = append(initial, fmt.Sprintf("e%d=%s", i+1, peers[i]))
 	}
 	for i := range 3 {

@@ -54,6 +54,7 @@ import (
 	"time"
 
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
+	"github.com/locking-center/locking-center/internal/bench/proc"
 	"github.com/locking-center/locking-center/session"
 )
 
@@ -82,11 +83,7 @@ func main() {
 		}
 		defer os.RemoveAll(dir)
 		bin = filepath.Join(dir, "lcd")
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/lcd")
-		cmd.Stderr = os.Stderr
-		if err := cmd.Run(); err != nil {
-			log.Fatalf("build lcd: %v", err)
-		}
+		proc.Build("", bin, "./cmd/lcd")
 	}
 	parts := strings.Split(*only, ",")
 	fmt.Printf("# Lock modes, %s, %d rounds, rw and semaphore rounds of %v\n\n",
@@ -116,15 +113,7 @@ type lcd struct {
 // start prepares bin to run on free ports of 127.0.0.1, without the HTTP
 // API (nothing here measures it, and its port is not picked free).
 func start(bin string) *lcd {
-	var ports []string
-	for range 3 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			log.Fatal(err)
-		}
-		ports = append(ports, ln.Addr().String())
-		defer ln.Close() // just before lcd binds them
-	}
+	ports := proc.FreeAddrs(3)
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "BIND_ADDRESS="+ports[0], "MANAGER_ADDRESS="+ports[1],
 		"METRICS_ADDRESS="+ports[2], "HTTP_ADDRESS=", "LOG_LEVEL=warn", "SESSION_TTL_MAX="+ttl.String())

@@ -26,19 +26,17 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
+	"github.com/locking-center/locking-center/internal/bench/proc"
 	"github.com/locking-center/locking-center/internal/testcerts"
 )
 
@@ -64,11 +62,7 @@ func main() {
 	bin := *lcdPath
 	if bin == "" {
 		bin = filepath.Join(dir, "lcd")
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/lcd")
-		cmd.Stderr = os.Stderr
-		if err := cmd.Run(); err != nil {
-			log.Fatalf("build lcd: %v", err)
-		}
+		proc.Build("", bin, "./cmd/lcd")
 	}
 	ca := testcerts.NewCA(fatal{}, "tlscost CA")
 	srv := ca.Server(fatal{}).Write(fatal{}, dir, "server")
@@ -111,19 +105,7 @@ type server struct {
 // start runs bin with env on free ports of 127.0.0.1, without the HTTP
 // API, and waits until it listens.
 func start(bin string, env []string) *server {
-	var ports []string
-	var lns []net.Listener
-	for range 3 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			log.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
+	ports := proc.FreeAddrs(3)
 	cmd := exec.Command(bin)
 	cmd.Env = append(append(os.Environ(), "BIND_ADDRESS="+ports[0], "MANAGER_ADDRESS="+ports[1],
 		"METRICS_ADDRESS="+ports[2], "HTTP_ADDRESS=", "LOG_LEVEL=warn", "SESSION_TTL_MAX="+ttl.String()), env...)
@@ -133,16 +115,8 @@ func start(bin string, env []string) *server {
 		log.Fatal(err)
 	}
 	s := &server{cmd: cmd, addr: ports[0]}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		c, err := net.Dial("tcp", s.addr)
-		if err == nil {
-			c.Close()
-			return s
-		}
-		if time.Now().After(deadline) {
-			log.Fatalf("lcd never listened on %s: %v", s.addr, err)
-		}
-	}
+	proc.WaitListening(s.addr)
+	return s
 }
 
 func (s *server) stop() {
@@ -152,16 +126,11 @@ func (s *server) stop() {
 
 // cpuTime returns the user+system CPU the process has used.
 func (s *server) cpuTime() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	d, err := proc.CPUTime(s.cmd.Process.Pid)
 	if err != nil {
 		log.Fatal(err)
 	}
-	// The fields after the command name, which is in parentheses.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticks
+	return d
 }
 
 // result is one round on one server.
