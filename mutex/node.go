@@ -307,7 +307,11 @@ func (n *Node) applyLocked(c *Command, d *deliveries) (Result, Pending) {
 	res := n.t.Apply(c)
 	var p Pending
 	if res.Changed && n.journal != nil {
-		p = n.journal.Append(c)
+		// A copy: c itself stays on its caller's stack when there is no
+		// journal (an interface's method keeps what it is given, as far
+		// as the compiler knows).
+		jc := *c
+		p = n.journal.Append(&jc)
 	}
 	if c.Op == OpOpenSession && res.Status == StatusOK {
 		n.addLive(res.Session, c.TTL, c.unixNano())

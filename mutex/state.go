@@ -124,7 +124,10 @@ func (t *Table) Export(f func(*Record)) {
 				Source: q.source.Value(), RemoteAddr: q.remote, QueuedAt: nanoTime(q.queuedAt),
 				Mode: q.mode, Limit: q.limit, Owner: q.owner, LeaseFor: time.Duration(q.leaseFor),
 				DelayFor: time.Duration(q.delayFor), Priority: q.priority, Reentrant: q.reentrant,
-				ConnBound: q.connBound, WaitAt: nanoTime(q.wait.at)}
+				ConnBound: q.connBound}
+			if q.wait != nil {
+				r.WaitAt = nanoTime(q.wait.at)
+			}
 			if q.sess != nil {
 				r.Session = q.sess.id
 			} else {
@@ -239,8 +242,8 @@ func (t *Table) importWaiter(r *Record) bool {
 		s.addParked(q)
 	}
 	if !r.WaitAt.IsZero() {
-		q.wait = timer{at: r.WaitAt.UnixNano(), kind: timerWait, req: q}
-		t.timers.push(&q.wait)
+		q.wait = &timer{at: r.WaitAt.UnixNano(), kind: timerWait, req: q}
+		t.timers.push(q.wait)
 	}
 	t.lastTicket = max(t.lastTicket, r.Ticket)
 	return true

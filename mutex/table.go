@@ -125,7 +125,7 @@ type request struct {
 	reentrant bool
 	connBound bool
 	owner     string
-	wait      timer
+	wait      *timer // its deadline; nil: it waits for as long as it takes
 	visit     uint64
 
 	prev, next   *request // the key's queue, in arrival order
@@ -374,8 +374,8 @@ func (t *Table) acquire(c *Command) Result {
 		s.addParked(r)
 	}
 	if c.Wait > 0 {
-		r.wait = timer{at: now + int64(c.Wait), kind: timerWait, req: r}
-		t.timers.push(&r.wait)
+		r.wait = &timer{at: now + int64(c.Wait), kind: timerWait, req: r}
+		t.timers.push(r.wait)
 	}
 	return Result{Status: StatusParked, Ticket: r.ticket, Changed: true}
 }
@@ -441,7 +441,9 @@ func (t *Table) unpark(r *request) {
 	if r.sess != nil && r.ticket != 0 {
 		r.sess.removeParked(r)
 	}
-	t.timers.remove(&r.wait)
+	if r.wait != nil {
+		t.timers.remove(r.wait)
+	}
 }
 
 // withdraw takes a parked request out of its queue without the key. With

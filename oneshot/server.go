@@ -97,11 +97,14 @@ type ServerConfig struct {
 
 // Handoff passes a connection whose first byte is First, which no v1
 // request begins with, to Serve, in a worker goroutine, with the bytes
-// already read. Serve owns the connection until it returns; the server
-// closes it then, and cuts it at Close.
+// already read, and the function that ends it. Serve owns the connection
+// until it returns; the server closes it then, unless Serve reports keep:
+// the connection then stays open, and counts against the server's Gate,
+// until Serve's side calls finish (once or more: the second call does
+// nothing). The server cuts it at Close either way.
 type Handoff struct {
 	First byte
-	Serve func(c net.Conn, got []byte)
+	Serve func(c net.Conn, got []byte, finish func(net.Conn)) (keep bool)
 	// OverLimit is what a connection of that protocol gets when the
 	// server has no room for it (ServerConfig.Gate); nil: nothing.
 	OverLimit []byte
@@ -202,10 +205,7 @@ func (s *Server) open(c net.Conn) (work func() bool, keep bool) {
 	}
 	if h := s.handoff; h != nil && n > 0 && buf[0] == h.First {
 		got := append([]byte(nil), buf[:n]...)
-		return func() bool {
-			h.Serve(c, got)
-			return false
-		}, false
+		return func() bool { return h.Serve(c, got, s.srv.Finish) }, false
 	}
 	if s.node.Replicated() {
 		got := append([]byte(nil), buf[:n]...)
@@ -255,8 +255,7 @@ func (s *Server) replicated(c net.Conn, got []byte) bool {
 			}
 			got = b[:]
 			if got[0] == s.handoff.First {
-				s.handoff.Serve(c, got)
-				return false
+				return s.handoff.Serve(c, got, s.srv.Finish)
 			}
 		}
 		if s.forward(c, got) {
@@ -287,8 +286,7 @@ func (s *Server) handle(c net.Conn, got string, deadline time.Time) bool {
 			return false
 		}
 		if buf[0] == s.handoff.First {
-			s.handoff.Serve(c, buf[:n])
-			return false
+			return s.handoff.Serve(c, buf[:n], s.srv.Finish)
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
 			return false

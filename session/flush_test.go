@@ -1,6 +1,7 @@
 package session
 
 import (
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -31,7 +32,7 @@ func TestConcurrentFlushesKeepTheOrder(t *testing.T) {
 	peer := <-dialed
 	defer peer.Close()
 	srv := &Server{cfg: Config{}.withDefaults()}
-	c := newConn(srv, server)
+	c := newConn(srv, server, nil)
 	defer c.close()
 	s := &sess{srv: srv, conn: c}
 
@@ -61,4 +62,66 @@ func TestConcurrentFlushesKeepTheOrder(t *testing.T) {
 		}
 	}
 	wg.Wait()
+}
+
+// deadlines is a connection that records its write deadlines.
+type deadlines struct {
+	*net.TCPConn
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (d *deadlines) SetWriteDeadline(t time.Time) error {
+	d.mu.Lock()
+	d.last = t
+	d.mu.Unlock()
+	return d.TCPConn.SetWriteDeadline(t)
+}
+
+// The goroutine that writes what the socket did not take leaves no write
+// deadline behind: the writes that follow, without waiting, would fail
+// once it passed and end the connection.
+func TestDrainLeavesNoWriteDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dialed := make(chan net.Conn, 1)
+	go func() {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Error(err)
+		}
+		dialed <- c
+	}()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := <-dialed
+	defer peer.Close()
+	srv := &Server{cfg: Config{}.withDefaults()}
+	d := &deadlines{TCPConn: server.(*net.TCPConn)}
+	c := newConn(srv, d, nil)
+	defer c.close()
+
+	big := make([]byte, 16<<20) // more than both sockets' buffers hold
+	c.send(big)
+	c.wmu.Lock()
+	draining := c.drainer
+	c.wmu.Unlock()
+	if !draining {
+		t.Fatal("the socket took 16 MiB at once; no drain to test")
+	}
+	peer.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadFull(peer, big); err != nil {
+		t.Fatal(err)
+	}
+	srv.group.Wait() // the drainer
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.last.IsZero() {
+		t.Fatalf("write deadline %v left behind", d.last)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"io"
 	"log/slog"
 	"net"
@@ -58,6 +59,11 @@ type env struct {
 	tls     *tls.Config // the clients' TLS; nil without
 }
 
+// testParkAfter is the Config.ParkAfter of the tests' servers that name
+// none: so short that a connection parks whenever it waits for its
+// client, so that the tests go through the poller at every turn.
+var testParkAfter = flag.Duration("park-after", time.Microsecond, "Config.ParkAfter of the test servers (negative: never park)")
+
 type envOptions struct {
 	cfg     Config
 	clock   *clock
@@ -87,6 +93,9 @@ func startOn(t testing.TB, o envOptions) *env {
 	node := mutex.NewNode(mutex.NodeConfig{Clock: now, Journal: o.journal, Table: o.table, Limits: o.limits})
 	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o.cfg.Logger = log
+	if o.cfg.ParkAfter == 0 {
+		o.cfg.ParkAfter = *testParkAfter
+	}
 	ss, err := NewServer(node, o.cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -88,6 +88,16 @@ func (s *sess) queueRaw(raw []byte) {
 	s.mu.Unlock()
 }
 
+// shed lets go of the room of an empty queue, when the connection goes
+// idle: a queue keeps its room while it is busy, and an item is large.
+func (s *sess) shed() {
+	s.mu.Lock()
+	if len(s.items) == 0 {
+		s.items = nil
+	}
+	s.mu.Unlock()
+}
+
 // beginBatch holds writes back while the reader handles the frames of one
 // read, so that their answers leave in one write.
 func (s *sess) beginBatch() {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/locking-center/locking-center/auth"
@@ -25,6 +26,7 @@ const (
 	DefaultMinTTL        = time.Second
 	DefaultMaxTTL        = 5 * time.Minute
 	DefaultHeaderTimeout = 10 * time.Second
+	DefaultParkAfter     = time.Second
 )
 
 // Log attribute keys.
@@ -71,6 +73,13 @@ type Config struct {
 	// Rates limits each account's requests (every frame but PING and
 	// CLOSE); nil: no limit.
 	Rates *ratelimit.Rates
+	// ParkAfter is how long a plain TCP connection may go without a frame
+	// before its goroutine ends and it waits, with every other such
+	// connection, in one epoll set (Linux only): from then on the server
+	// answers its PINGs without a goroutine, and gives it one again for
+	// any other frame. A connection whose last read held only PINGs parks
+	// at once. Zero means DefaultParkAfter (1 s); negative: never.
+	ParkAfter time.Duration
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -106,6 +115,9 @@ func (c Config) withDefaults() Config {
 	if c.HeaderTimeout == 0 {
 		c.HeaderTimeout = DefaultHeaderTimeout
 	}
+	if c.ParkAfter == 0 {
+		c.ParkAfter = DefaultParkAfter
+	}
 	return c
 }
 
@@ -123,6 +135,7 @@ type Server struct {
 
 	watch     watches
 	closeOnce sync.Once
+	park      *poller // nil: connections never park
 }
 
 // NewServer returns a server over n. Errors: those of cfg.Validate.
@@ -131,6 +144,13 @@ func NewServer(n *mutex.Node, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{node: n, cfg: cfg.withDefaults(), log: serve.Discard(cfg.Logger), conns: make(map[*conn]struct{})}
+	if s.cfg.ParkAfter > 0 {
+		p, err := newPoller(s)
+		if err != nil {
+			return nil, fmt.Errorf("session: %w", err)
+		}
+		s.park = p
+	}
 	s.startWatches()
 	return s, nil
 }
@@ -153,43 +173,120 @@ func (s *Server) Close() error {
 	}
 	s.closeOnce.Do(s.watch.close)
 	s.group.Close()
+	if s.park != nil {
+		s.park.close()
+	}
 	s.group.Wait()
 	return nil
 }
 
 // Serve serves one connection that began with got (some or all of the
-// preface, maybe more) until it ends. It is the oneshot.Handoff of the
-// mutex port. A connection that does not begin with the whole preface is
-// answered '-', as v1 answers a malformed request.
-func (s *Server) Serve(nc net.Conn, got []byte) {
-	c := newConn(s, nc)
+// preface, maybe more) until it ends or parks (Config.ParkAfter). It is
+// the oneshot.Handoff of the mutex port: it reports keep when the
+// connection parked, and ends it later with finish (nil: Close). A
+// connection that does not begin with the whole preface is answered '-',
+// as v1 answers a malformed request.
+func (s *Server) Serve(nc net.Conn, got []byte, finish func(net.Conn)) (keep bool) {
+	c := newConn(s, nc, finish)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, c)
-		s.mu.Unlock()
-		c.detach()
-		c.close()
-	}()
 	r := c.begin(got)
 	if r == nil {
-		return
+		c.end()
+		return false
 	}
+	return c.run(r)
+}
+
+// run handles c's frames until the connection ends, and then ends it, or
+// parks, and reports whether it parked. (It is kept apart from begin and
+// batch so that the stack of a connection parked in a read stays small
+// enough for the garbage collector to shrink it.)
+func (c *conn) run(r *reader) (parked bool) {
 	for {
 		if !c.batch(r) {
-			return
+			c.end()
+			return false
 		}
-		if err := r.fill(); err != nil {
+		if c.onlyPings && c.park(r) {
+			return true
+		}
+		err := c.fill(r)
+		if errors.Is(err, errParked) {
+			return true
+		}
+		if err != nil {
 			c.ended(err)
-			return
+			c.end()
+			return false
 		}
 		c.sess.live.Load().Touch()
+	}
+}
+
+// fill reads once into r. A connection that may park reads under a
+// deadline of Config.ParkAfter, moved on at most every half of it, and
+// parks when the deadline passes with no frame half read: errParked.
+func (c *conn) fill(r *reader) error {
+	if c.raw == nil {
+		return r.fill()
+	}
+	for {
+		now := time.Now()
+		if after := c.s.cfg.ParkAfter; now.Sub(c.deadlineSet) > after/2 {
+			c.deadlineSet = now
+			c.nc.SetReadDeadline(now.Add(after))
+		}
+		err := r.fill()
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		c.deadlineSet = time.Time{}
+		if c.park(r) {
+			return errParked
+		}
+	}
+}
+
+// errParked: the connection is the poller's now (conn.fill).
+var errParked = errors.New("session: connection parked")
+
+// park hands c to the poller when nothing is half read in r, and reports
+// whether it did; the caller then leaves c and r alone.
+func (c *conn) park(r *reader) bool {
+	if c.raw == nil || r.off < len(r.buf) {
+		return false
+	}
+	c.nc.SetReadDeadline(time.Time{})      // the poller reads without one
+	r.buf, r.off, r.f.Fields = nil, 0, nil // an idle connection keeps no buffers
+	c.sess.shed()
+	if c.s.park.add(c) {
+		return true
+	}
+	c.deadlineSet = time.Time{}
+	return false
+}
+
+// end ends the connection's service: the server forgets it, the session
+// is left without it, and the connection is finished.
+func (c *conn) end() {
+	c.s.mu.Lock()
+	delete(c.s.conns, c)
+	c.s.mu.Unlock()
+	c.detach()
+	c.finish(c.nc)
+}
+
+// endLater ends c in a goroutine of its own, or here when the server is
+// closing.
+func (c *conn) endLater() {
+	if !c.s.group.Go(c.end) {
+		c.end()
 	}
 }
 
@@ -251,13 +348,26 @@ func (c *conn) begin(got []byte) *reader {
 		return nil
 	}
 	nc.SetReadDeadline(time.Time{})
+	c.r = r
+	if c.s.park != nil {
+		if sc, ok := nc.(syscall.Conn); ok { // not a *tls.Conn
+			c.raw, _ = sc.SyscallConn()
+		}
+	}
 	return r
 }
 
 // batch handles the whole frames read so far, their answers held back to
-// leave in one write, and reports whether the connection goes on.
+// leave in one write, and reports whether the connection goes on. It
+// notes in c.onlyPings whether they were all PINGs (or none, in the
+// first batch: after the HELLO or RESUME that opened the connection).
 func (c *conn) batch(r *reader) bool {
 	c.sess.beginBatch()
+	pings, others := 0, 0
+	defer func() {
+		c.onlyPings = others == 0 && (pings > 0 || !c.batched)
+		c.batched = true
+	}()
 	for {
 		err := r.parse(&r.f)
 		if errors.Is(err, errIncomplete) {
@@ -268,6 +378,11 @@ func (c *conn) batch(r *reader) bool {
 			c.sess.endBatch()
 			c.refuseFrame(err)
 			return false
+		}
+		if r.f.Type == TypePing {
+			pings++
+		} else {
+			others++
 		}
 		if !c.handle(&r.f) {
 			c.sess.endBatch()
@@ -371,8 +486,22 @@ func (r *reader) fill() error {
 type conn struct {
 	s      *Server
 	nc     net.Conn
+	finish func(net.Conn) // ends nc
 	remote string
-	sess   *sess // set once HELLO or RESUME succeeded
+	sess   *sess   // set once HELLO or RESUME succeeded
+	r      *reader // set with sess
+
+	// Of the goroutine that serves the connection, or of the poller
+	// while it is parked.
+	raw         syscall.RawConn // nil: it never parks
+	deadlineSet time.Time       // when the read deadline was last moved on
+	onlyPings   bool            // see batch
+	batched     bool            // a batch has been handled
+
+	// Guarded by the poller's mutex.
+	parkID      uint64 // its id in the poller while parked, else 0
+	pollBusy    bool   // the poller is reading or answering it
+	closeWanted bool   // closed while pollBusy: the poller ends it
 
 	wmu     sync.Mutex
 	now     serve.NowWriter // writes without waiting
@@ -383,8 +512,11 @@ type conn struct {
 	dead    bool
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
+func newConn(s *Server, nc net.Conn, finish func(net.Conn)) *conn {
+	if finish == nil {
+		finish = func(nc net.Conn) { nc.Close() }
+	}
+	c := &conn{s: s, nc: nc, finish: finish, remote: nc.RemoteAddr().String()}
 	c.now.Init(nc)
 	return c
 }
@@ -413,7 +545,7 @@ func (c *conn) sendFrames(b []byte, frames int) {
 	n, err := c.now.Write(b)
 	if err != nil {
 		c.dead = true
-		c.nc.Close()
+		c.close()
 		return
 	}
 	if n == len(b) {
@@ -424,7 +556,7 @@ func (c *conn) sendFrames(b []byte, frames int) {
 	c.drainer = true
 	if !c.s.group.Go(c.drain) {
 		c.dead = true
-		c.nc.Close()
+		c.close()
 	}
 }
 
@@ -443,6 +575,9 @@ func (c *conn) drain() {
 		buf, c.wbuf = c.wbuf, buf[:0]
 		c.writing, c.wframes = c.wframes, 0
 		if len(buf) == 0 || c.dead {
+			// The writes without waiting that follow must not meet this
+			// goroutine's deadline once it has passed.
+			c.nc.SetWriteDeadline(time.Time{})
 			c.drainer, c.writing = false, 0
 			c.wmu.Unlock()
 			return
@@ -453,13 +588,20 @@ func (c *conn) drain() {
 			c.wmu.Lock()
 			c.dead, c.drainer, c.writing = true, false, 0
 			c.wmu.Unlock()
-			c.nc.Close()
+			c.close()
 			return
 		}
 	}
 }
 
-func (c *conn) close() { c.nc.Close() }
+// close closes the connection. The goroutine that serves it then finds
+// it closed and ends it; while it is parked, close ends it.
+func (c *conn) close() {
+	if c.s.park != nil && c.s.park.closeParked(c) {
+		return
+	}
+	c.nc.Close()
+}
 
 // refuseFrame answers a frame that cannot be parsed and ends the
 // connection; the session lives on for its TTL.

@@ -1,0 +1,336 @@
+//go:build linux
+
+package session
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"syscall"
+)
+
+// pollRead is the poller's read buffer, in bytes: far more than a
+// client's PINGs of one keepalive, and no more than the read buffer of a
+// connection's goroutine, so that a burst of frames is handled in batches
+// of the same size as when it comes to a goroutine (a batch's answers are
+// queued before they are written, and a larger batch would grow the queue).
+const pollRead = initialRead
+
+// poller holds the parked connections of a server (Config.ParkAfter) in an
+// epoll set of its own (level-triggered), and one goroutine waits for all
+// of them: it waits in the Go runtime's poller for the set's descriptor to
+// be readable, so no thread blocks in epoll_wait. When a
+// parked connection has bytes, the poller reads them; if they are whole
+// PINGs only, it answers them itself and the connection stays parked;
+// anything else (another frame, a frame cut short, the end of the
+// connection) takes the connection out of the set and gives it back to
+// a goroutine of its own, with the bytes read. A parked connection costs
+// no goroutine and no buffers, and a PING on it a read and a write.
+//
+// A parked connection belongs to the poller: only the poller, or close
+// (closeParked), takes it out, under mu, and whoever takes it out owns it
+// from then on.
+type poller struct {
+	srv    *Server
+	set    *os.File        // the epoll set, in the runtime's poller
+	setRaw syscall.RawConn // of set
+
+	mu    sync.Mutex
+	conns map[uint64]*conn // parked, by the id their events carry
+	next  uint64           // the last id given
+	done  bool
+	seen  func(what string) // tests: told "parked", "answered", "unparked", "ended"
+
+	buf [pollRead]byte
+	out []byte // the OKs of the PINGs read
+	f   Frame
+
+	readFn func(fd uintptr) bool // p.readFD, bound once
+	n      int                   // of the last readFD
+	err    error
+
+	events []syscall.EpollEvent
+	nev    int                   // events[:nev] came from the last waitFD
+	waitFn func(fd uintptr) bool // p.waitFD, bound once
+}
+
+// newPoller makes s's poller and starts its goroutine in s.group.
+// Errors: those of epoll_create1, or of putting its descriptor in the
+// runtime's poller.
+func newPoller(s *Server) (*poller, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("epoll_create1: %w", err)
+	}
+	if err := syscall.SetNonblock(epfd, true); err != nil {
+		syscall.Close(epfd)
+		return nil, fmt.Errorf("epoll set: %w", err)
+	}
+	p := &poller{srv: s, set: os.NewFile(uintptr(epfd), "session-poller"), conns: make(map[uint64]*conn),
+		events: make([]syscall.EpollEvent, 256)}
+	p.readFn, p.waitFn = p.readFD, p.waitFD
+	if p.setRaw, err = p.set.SyscallConn(); err != nil {
+		p.set.Close()
+		return nil, fmt.Errorf("epoll set: %w", err)
+	}
+	if !s.group.Go(p.loop) {
+		p.set.Close()
+		return nil, errors.New("the server is closed")
+	}
+	return p, nil
+}
+
+// close ends the loop; connections still parked are left as they are
+// (the server closes them). It is safe to call more than once.
+func (p *poller) close() {
+	p.mu.Lock()
+	p.done = true
+	p.mu.Unlock()
+	p.set.Close() // wakes the loop
+}
+
+// ctl applies an epoll_ctl op to c's descriptor; both it and the set may
+// be closed already.
+func (p *poller) ctl(c *conn, op int, ev *syscall.EpollEvent) error {
+	var err error
+	cerr := p.setRaw.Control(func(epfd uintptr) {
+		cerr := c.raw.Control(func(fd uintptr) {
+			err = syscall.EpollCtl(int(epfd), op, int(fd), ev)
+		})
+		if err == nil {
+			err = cerr
+		}
+	})
+	if err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// note tells the tests' hook what happened to a connection.
+func (p *poller) note(what string) {
+	p.mu.Lock()
+	f := p.seen
+	p.mu.Unlock()
+	if f != nil {
+		f(what)
+	}
+}
+
+// event returns the epoll event of the connection of id.
+func event(id uint64) syscall.EpollEvent {
+	return syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP,
+		Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
+}
+
+// add parks c and reports whether it did. When it did, c may be back in
+// another goroutine, or ended, before add returns.
+func (p *poller) add(c *conn) bool {
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		return false
+	}
+	p.next++
+	id := p.next
+	c.parkID = id
+	p.conns[id] = c
+	p.mu.Unlock()
+	ev := event(id)
+	if p.ctl(c, syscall.EPOLL_CTL_ADD, &ev) == nil {
+		p.note("parked")
+		return true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conns[id] != c {
+		return true // closed meanwhile: closeParked ended it
+	}
+	delete(p.conns, id)
+	c.parkID = 0
+	return false
+}
+
+// remove takes c out of the epoll set. Its descriptor may be closed
+// already, and with it its place in the set.
+func (p *poller) remove(c *conn) { p.ctl(c, syscall.EPOLL_CTL_DEL, nil) }
+
+// closeParked closes c if it is parked, ends it, and reports whether it
+// was parked. A connection the poller is reading or answering is closed
+// and left to the poller to end.
+func (p *poller) closeParked(c *conn) bool {
+	p.mu.Lock()
+	if c.parkID == 0 {
+		p.mu.Unlock()
+		return false
+	}
+	if c.pollBusy {
+		c.closeWanted = true
+		p.mu.Unlock()
+		c.nc.Close()
+		return true
+	}
+	delete(p.conns, c.parkID)
+	c.parkID = 0
+	p.mu.Unlock()
+	p.remove(c)
+	c.nc.Close()
+	c.endLater()
+	p.note("ended")
+	return true
+}
+
+// loop waits for parked connections with bytes, until close.
+func (p *poller) loop() {
+	for {
+		err := p.setRaw.Read(p.waitFn)
+		if err == nil {
+			err = p.err
+		}
+		if err != nil {
+			if !errors.Is(err, os.ErrClosed) {
+				p.srv.log.Error("session poller stopped; parked connections are ended", slog.Any(logError, err))
+				p.set.Close()
+			}
+			p.abandon()
+			return
+		}
+		for _, ev := range p.events[:p.nev] {
+			p.ready(uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32)
+		}
+	}
+}
+
+// waitFD takes the events of the set without waiting, and returns false,
+// to wait for the set to be readable, when there are none.
+func (p *poller) waitFD(epfd uintptr) bool {
+	p.nev, p.err = syscall.EpollWait(int(epfd), p.events, 0)
+	if errors.Is(p.err, syscall.EINTR) {
+		p.nev, p.err = 0, nil
+		return false
+	}
+	if p.err != nil {
+		p.nev = 0
+		return true
+	}
+	return p.nev > 0
+}
+
+// abandon ends every parked connection and parks no more.
+func (p *poller) abandon() {
+	p.mu.Lock()
+	p.done = true
+	conns := p.conns
+	p.conns = nil
+	for _, c := range conns {
+		c.parkID = 0
+	}
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.nc.Close()
+		c.endLater()
+	}
+}
+
+// ready serves the parked connection of id, which has bytes or has ended.
+func (p *poller) ready(id uint64) {
+	p.mu.Lock()
+	c := p.conns[id]
+	if c == nil {
+		p.mu.Unlock()
+		return
+	}
+	c.pollBusy = true
+	p.mu.Unlock()
+	n, err := p.read(c)
+	if errors.Is(err, syscall.EAGAIN) {
+		p.idle(c, true)
+		return
+	}
+	if err == nil && n > 0 {
+		c.sess.live.Load().Touch()
+		if frames, ok := p.answerPings(p.buf[:n]); ok && c.s.leading() {
+			c.sendFrames(p.out, frames) // copies what the socket does not take
+			p.idle(c, true)
+			p.note("answered")
+			return
+		}
+	}
+	r := c.r
+	p.mu.Lock()
+	delete(p.conns, id)
+	c.parkID, c.pollBusy = 0, false
+	closed := c.closeWanted
+	p.mu.Unlock()
+	p.remove(c)
+	if closed {
+		c.endLater()
+		p.note("ended")
+		return
+	}
+	r.buf, r.off = append(make([]byte, 0, max(n, initialRead)), p.buf[:n]...), 0
+	p.note("unparked")
+	if !p.srv.group.Go(func() { c.run(r) }) {
+		c.nc.Close()
+		c.end()
+	}
+}
+
+// idle leaves c parked after the poller served it, or ends it when it
+// must not go on (ok false, or closed meanwhile).
+func (p *poller) idle(c *conn, ok bool) {
+	p.mu.Lock()
+	c.pollBusy = false
+	if ok && !c.closeWanted {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.conns, c.parkID)
+	c.parkID = 0
+	p.mu.Unlock()
+	p.remove(c)
+	c.nc.Close()
+	c.endLater()
+	p.note("ended")
+}
+
+// read reads what c has, once, without waiting. Errors: the read's
+// (syscall.EAGAIN: nothing after all), or the connection's closing.
+func (p *poller) read(c *conn) (n int, err error) {
+	if err := c.raw.Read(p.readFn); err != nil {
+		return 0, err
+	}
+	n, err = max(p.n, 0), p.err
+	p.err = nil
+	return n, err
+}
+
+// readFD is the body of read: it never waits.
+func (p *poller) readFD(fd uintptr) bool {
+	for {
+		p.n, p.err = syscall.Read(int(fd), p.buf[:])
+		if !errors.Is(p.err, syscall.EINTR) {
+			return true
+		}
+	}
+}
+
+// answerPings reports whether b holds whole PING frames without fields
+// and nothing else, and puts their OKs in p.out: the answer the
+// connection's goroutine would give (conn.handle) when this node leads.
+// It returns their number.
+func (p *poller) answerPings(b []byte) (frames int, ok bool) {
+	p.out = p.out[:0]
+	for len(b) > 0 {
+		n, err := ParseFrame(b, &p.f)
+		if err != nil || p.f.Type != TypePing || len(p.f.Fields) > 0 {
+			return 0, false
+		}
+		p.out = okFrame(p.out, p.f.ID)
+		frames++
+		b = b[n:]
+	}
+	return frames, true
+}
