@@ -3,6 +3,7 @@ package session
 import (
 	"encoding/binary"
 	"testing"
+	"time"
 )
 
 // BenchmarkAcquireRelease runs ACQUIRE and RELEASE of one key on one
@@ -10,7 +11,7 @@ import (
 // allocates nothing, so allocs/op are the server's for one cycle of two
 // frames.
 func BenchmarkAcquireRelease(b *testing.B) {
-	e := start(b, envOptions{})
+	e := start(b, envOptions{cfg: Config{ParkAfter: time.Second}}) // busy: it never parks
 	c := e.hello(b, "bench")
 	acquire := frameOf(TypeAcquire, 0, func(fb *frameBuilder) { fb.str(TagKey, "k") })
 	release := frameOf(TypeRelease, 0, func(fb *frameBuilder) { fb.str(TagKey, "k") }, func(fb *frameBuilder) { fb.u64(TagToken, 0) })
