@@ -46,8 +46,13 @@ type sess struct {
 	closing  bool   // close the connection once everything is written
 }
 
-// Deliver queues o. It is called with the node's lock held.
+// Deliver queues o. It is called with the node's lock held. The result
+// of an acquire that parked is dropped: no frame answers it (its grant
+// comes later, as an event), and an item is large.
 func (s *sess) Deliver(o mutex.Output) {
+	if !o.IsEvent && o.Command.Op == mutex.OpAcquire && o.Result.Status == mutex.StatusParked {
+		return
+	}
 	s.mu.Lock()
 	s.items = append(s.items, item{})
 	s.items[len(s.items)-1].out = o
