@@ -195,3 +195,23 @@ func BenchmarkParkedPing(b *testing.B) {
 		}
 	}
 }
+
+// A connection given back its goroutine soon after it parked reads under
+// a deadline again, and parks once idle: the deadline its goroutine had
+// set before it parked is gone.
+func TestUnparkedConnectionParksAgain(t *testing.T) {
+	e := start(t, envOptions{cfg: Config{ParkAfter: 2 * time.Second}})
+	seen := watchPoller(t, e)
+	c := e.hello(t, "c")
+	await(t, seen, "parked") // at once after its HELLO
+	c.granted(c.acquire("a"))
+	await(t, seen, "unparked")
+	// The goroutine reads under a deadline now; a PING parks the
+	// connection at once, and an ACQUIRE right after takes it back.
+	c.send(TypePing)
+	c.expect(TypeOK)
+	await(t, seen, "parked")
+	c.granted(c.acquire("b"))
+	await(t, seen, "unparked")
+	await(t, seen, "parked") // after ParkAfter without a frame
+}

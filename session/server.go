@@ -262,14 +262,11 @@ func (c *conn) park(r *reader) bool {
 	if c.raw == nil || r.off < len(r.buf) {
 		return false
 	}
-	c.nc.SetReadDeadline(time.Time{})      // the poller reads without one
+	c.nc.SetReadDeadline(time.Time{})      // the poller reads without one,
+	c.deadlineSet = time.Time{}            // and fill sets one again after it
 	r.buf, r.off, r.f.Fields = nil, 0, nil // an idle connection keeps no buffers
 	c.sess.shed()
-	if c.s.park.add(c) {
-		return true
-	}
-	c.deadlineSet = time.Time{}
-	return false
+	return c.s.park.add(c)
 }
 
 // end ends the connection's service: the server forgets it, the session
