@@ -97,7 +97,7 @@ func main() {
 // execute runs lc-cli with args on sys and returns its exit code. A
 // failure is reported as one line on sys.Stderr.
 func execute(args []string, sys system) exitCode {
-	root := newRootCommand(sys)
+	root, f := newRootCommand(sys)
 	root.SetArgs(args)
 	err := root.ExecuteContext(context.Background())
 	if err == nil {
@@ -106,7 +106,11 @@ func execute(args []string, sys system) exitCode {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err != nil {
-			report(sys.Stderr, ee.err)
+			msg := ee.err
+			if ee.code == exitFailure {
+				msg = tlsHint(msg, f.tls != nil)
+			}
+			report(sys.Stderr, msg)
 		}
 		return ee.code
 	}

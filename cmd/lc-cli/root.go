@@ -4,9 +4,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
@@ -96,7 +99,7 @@ var envSettings = []envSetting{
 	{"key", "LC_KEY_FILE"},
 }
 
-func newRootCommand(sys system) *cobra.Command {
+func newRootCommand(sys system) (*cobra.Command, *factory) {
 	f := &factory{sys: sys}
 	root := &cobra.Command{
 		Use:   "lc-cli",
@@ -148,7 +151,7 @@ the command, or lc-cli while waiting, ended by signal N.`,
 		newVersionCommand(),
 		newTokenCommand(),
 	)
-	return root
+	return root, f
 }
 
 // defaultSource is lc-cli@<hostname>, or lc-cli when the host has no name.
@@ -249,4 +252,21 @@ func failure(err error) error {
 			"at the leader (lc-cli cluster list names it); with authentication on, it takes an admin's --token)", err)
 	}
 	return &exitError{code: exitFailure, err: err}
+}
+
+// tlsHint adds to err, a failure of a run that spoke TLS or not
+// (speaksTLS), what a client and a port of which only one speaks TLS
+// most often see: an answer TLS cannot read, or none.
+func tlsHint(err error, speaksTLS bool) error {
+	var record tls.RecordHeaderError
+	cut := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+	switch {
+	case speaksTLS && errors.As(err, &record):
+		err = fmt.Errorf("%w (the port does not speak TLS: drop --tls and LC_TLS, or turn TLS on at the server)", err)
+	case speaksTLS && cut:
+		err = fmt.Errorf("%w (if the port does not speak TLS, drop --tls and LC_TLS)", err)
+	case !speaksTLS && (cut || errors.Is(err, os.ErrDeadlineExceeded)):
+		err = fmt.Errorf("%w (if the port speaks TLS, add --tls, and --ca with its CA)", err)
+	}
+	return err
 }

@@ -132,6 +132,7 @@ func TestTLSFlagsAndLockCommand(t *testing.T) {
 // connection.
 func TestTLSFailures(t *testing.T) {
 	s := startTLSServer(t)
+	plain := startServer(t, nil)
 	dir := t.TempDir()
 	notPEM := filepath.Join(dir, "not.pem")
 	testcerts.WriteFile(t, notPEM, []byte("hello"))
@@ -141,7 +142,10 @@ func TestTLSFailures(t *testing.T) {
 		args  []string
 		parts []string
 	}{
-		{"plain TCP to a TLS port", s.environ(), []string{"--timeout", "1s", "keys"}, []string{"keys"}},
+		{"plain TCP to a TLS port", s.environ(), []string{"--timeout", "1s", "keys"}, []string{"keys", "add --tls"}},
+		{"plain TCP to a TLS mutex port", s.environ(), []string{"--timeout", "1s", "trylock", "k"}, []string{"k", "add --tls"}},
+		{"TLS to a plain port", append(s.environ(), "LC_TLS=true", "LC_CA_FILE="+s.caFile, "LC_CERT_FILE="+s.cert, "LC_KEY_FILE="+s.key,
+			"LC_ADDRESS="+plain.addr, "LC_MANAGER_ADDRESS="+plain.managerAddr), []string{"keys"}, []string{"drop --tls"}},
 		{"no client certificate", append(s.environ(), "LC_CA_FILE="+s.caFile), []string{"trylock", "k"}, []string{"k"}},
 		{"no client certificate, management", append(s.environ(), "LC_CA_FILE="+s.caFile), []string{"keys"}, []string{s.managerAddr}},
 		{"no client certificate, session", append(s.environ(), "LC_CA_FILE="+s.caFile), []string{"lock", "k", "--", "true"}, []string{"certificate required"}},
