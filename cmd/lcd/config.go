@@ -215,6 +215,11 @@ func (o *options) clusterConfig(cfg Config) (*cluster.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, a := range []struct{ name, addr string }{{"advertise-address", o.advertise}, {"raft-advertise", o.raftAdvertise}} {
+		if err := reachable(a.name, a.addr); err != nil {
+			return nil, err
+		}
+	}
 	if min := cluster.MinSessionTTL(et); cfg.SessionTTLMin <= min {
 		return nil, fmt.Errorf("session-ttl-min %v: a cluster with raft-election-timeout %v needs it above %v, so that a session outlives a failover",
 			cfg.SessionTTLMin, et, min)
@@ -302,4 +307,24 @@ func positiveDuration(name, v string) (time.Duration, error) {
 		return 0, errors.New(name + " must be above zero")
 	}
 	return d, nil
+}
+
+// reachable checks addr, an address other machines are told to reach
+// this node at (empty: not set): a host, not one that means every
+// interface, and a port.
+func reachable(name, addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", name, addr, err)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%s %q names no host that others can reach: give this node's host name or IP address", name, addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%s %q: the port must be 1 to 65535", name, addr)
+	}
+	return nil
 }

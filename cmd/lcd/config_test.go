@@ -192,7 +192,11 @@ func TestConfigCluster(t *testing.T) {
 		"a bad peer":                   {"NODE_ID=n1", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/x", "RAFT_PEERS=n1"},
 		"two peers at one raft address": {"NODE_ID=n1", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/x",
 			"RAFT_PEERS=n1=10.0.0.1:7000,n2=10.0.0.1:7000"},
-		"no room for port+4": {"NODE_ID=n1", "RAFT_DIR=/x", "BIND_ADDRESS=:65532"},
+		"no room for port+4":                       {"NODE_ID=n1", "RAFT_DIR=/x", "BIND_ADDRESS=:65532"},
+		"an advertised address without a host":     append(slices.Clone(env), "ADVERTISE_ADDRESS=:22119"),
+		"an advertised address of every interface": append(slices.Clone(env), "ADVERTISE_ADDRESS=0.0.0.0:22119"),
+		"an advertised address without a port":     append(slices.Clone(env), "ADVERTISE_ADDRESS=locks.internal"),
+		"an advertised raft address of port 0":     append(slices.Clone(env), "RAFT_ADVERTISE=10.0.0.1:0"),
 	} {
 		if _, err := resolve(t, nil, bad); err == nil {
 			t.Errorf("%s: accepted", name)
