@@ -47,6 +47,13 @@ const (
 	transportTimeout = 10 * time.Second
 )
 
+// logCacheSize is how many of the latest log entries raft's log cache
+// keeps in memory, in front of the log store: the leader sends the
+// entries it has just stored to the followers from there rather than
+// reading them back from the store, and a follower applies them from
+// there.
+const logCacheSize = 512
+
 // Cluster is this process's node of a raft cluster: the mutex.Replicator
 // of a mutex.Node, and the raft instance, log store and snapshots behind
 // it. New, then mutex.NewNode with the Cluster as its Replicator, then
@@ -58,6 +65,7 @@ type Cluster struct {
 	fsm   *fsm
 	raft  *raft.Raft
 	store logStore
+	logs  *raft.LogCache // over store
 	trans *raft.NetworkTransport
 	// raftAddr is the address the raft port listens on.
 	raftAddr net.Addr
@@ -137,7 +145,11 @@ func (c *Cluster) Start(n *mutex.Node) error {
 		c.release()
 		return fmt.Errorf("cluster: read %s: %w", c.cfg.Dir, err)
 	}
-	c.raft, err = raft.NewRaft(rc, c.fsm, c.store, c.store, snaps, c.trans)
+	if c.logs, err = raft.NewLogCache(logCacheSize, c.store); err != nil {
+		c.release()
+		return fmt.Errorf("cluster: %w", err)
+	}
+	c.raft, err = raft.NewRaft(rc, c.fsm, c.logs, c.store, snaps, c.trans)
 	if err != nil {
 		c.release()
 		return fmt.Errorf("cluster: start raft: %w", err)
@@ -376,7 +388,7 @@ func (c *Cluster) appliedThrough(idx uint64) bool {
 	}
 	for i := a + 1; i <= idx; i++ {
 		var l raft.Log
-		if err := c.store.GetLog(i, &l); err != nil || l.Type == raft.LogCommand {
+		if err := c.logs.GetLog(i, &l); err != nil || l.Type == raft.LogCommand {
 			return false
 		}
 	}
