@@ -5,14 +5,17 @@
 //	cd internal/bench/ha && go run . [-duration 3s] [-rounds 3] [-only throughput,hotkey,failover] [-stores boltdb,wal]
 //
 // It builds lcd from the repository (or takes -lcd), starts three lcd
-// nodes for each raft log store of -stores (RAFT_LOG_STORE) and three etcd members (-etcd, Debian's etcd-server) as processes
-// on ports of 127.0.0.1 it picks, each with its data in a directory of its
-// own under one temporary directory, and drives them from this process:
+// nodes for each raft log store of -stores (RAFT_LOG_STORE; default both,
+// boltdb and wal) and three etcd members (-etcd, Debian's etcd-server) as
+// processes on ports of 127.0.0.1 it picks, each with its data in a
+// directory of its own under one temporary directory, and drives them from
+// this process:
 //
 //   - throughput: uncontended acquire+release cycles, each client its own
-//     key, at 16 and 64 clients, in rounds alternating between the two
-//     clusters (etcd, then each lcd cluster). An lcd client is a session of the session protocol through
-//     clients/go, connected to the leader: Acquire, then Release. An etcd
+//     key, at 16 and 64 clients, in rounds alternating between the
+//     clusters (etcd, then each lcd cluster). An lcd client is a session of
+//     the session protocol through clients/go, connected to the leader:
+//     Acquire, then Release. An etcd
 //     client is a clientv3 client with a concurrency.Session (a lease) and
 //     a concurrency.Mutex, connected to the leader: Lock, then Unlock.
 //     Cycles/s (median of the rounds), servers' CPU per cycle (the three
@@ -68,7 +71,7 @@ var (
 	etcdPath   = flag.String("etcd", "etcd", "the etcd server binary")
 	root       = flag.String("root", "../../..", "the repository's top directory, where lcd is built from")
 	logDir     = flag.String("logs", "", "a directory to append each server's log to (lcd-boltdb-n1.log, etcd-e1.log, ...); none by default")
-	storeList  = flag.String("stores", "boltdb", "comma-separated raft log stores (RAFT_LOG_STORE) of the lcd clusters to measure, one cluster each")
+	storeList  = flag.String("stores", "boltdb,wal", "comma-separated raft log stores (RAFT_LOG_STORE) of the lcd clusters to measure, one cluster each")
 )
 
 // serverLog returns where the server name writes its log.
