@@ -31,7 +31,8 @@ const (
 	// LogStoreWAL keeps the log in segment files under wal/ (raft-wal),
 	// appended to and synced once per batch of entries; the stable store
 	// and the list of segments sit in a small BoltDB file beside them,
-	// written at a vote, a term and a segment's rotation.
+	// written at a vote or a new term, when a segment is sealed, and when
+	// the log's oldest entries go after a snapshot.
 	LogStoreWAL LogStore = "wal"
 )
 
