@@ -15,10 +15,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/locking-center/locking-center/mutex"
 	"github.com/locking-center/locking-center/store"
-	"go.etcd.io/bbolt"
 )
 
 // Log attribute keys.
@@ -32,12 +30,6 @@ const (
 	logTerm      = "term"
 	logDir       = "dir"
 	logMember    = "member"
-)
-
-// Files in Config.Dir.
-const (
-	boltFile     = "raft.db"
-	snapshotsDir = "snapshots"
 )
 
 // Errors of the package.
@@ -55,8 +47,12 @@ const (
 	transportTimeout = 10 * time.Second
 )
 
-// boltOpenTimeout bounds the wait for raft.db's file lock.
-const boltOpenTimeout = time.Second
+// logCacheSize is how many of the latest log entries raft's log cache
+// keeps in memory, in front of the log store: the leader sends the
+// entries it has just stored to the followers from there rather than
+// reading them back from the store, and a follower applies them from
+// there.
+const logCacheSize = 512
 
 // Cluster is this process's node of a raft cluster: the mutex.Replicator
 // of a mutex.Node, and the raft instance, log store and snapshots behind
@@ -68,7 +64,8 @@ type Cluster struct {
 	node  *mutex.Node
 	fsm   *fsm
 	raft  *raft.Raft
-	store *raftboltdb.BoltStore
+	store logStore
+	logs  *raft.LogCache // over store
 	trans *raft.NetworkTransport
 	// raftAddr is the address the raft port listens on.
 	raftAddr net.Addr
@@ -100,12 +97,13 @@ func New(cfg Config) (*Cluster, error) {
 		stats: newStats()}, nil
 }
 
-// Start opens Config.Dir (raft.db, the log and stable store, and
-// snapshots/), binds the raft transport, starts raft over n and, when the
+// Start opens Config.Dir (the log and stable store of Config.LogStore,
+// and snapshots/), binds the raft transport, starts raft over n and, when the
 // directory held no state and peers are given, bootstraps a cluster of
 // them. Raft restores the latest snapshot into n before Start returns and
-// applies the log after it as it learns what is committed. Errors: ErrLocked, or
-// the error of a file, of the bind, or of raft.
+// applies the log after it as it learns what is committed. Errors:
+// ErrLocked, ErrOtherLogStore, or the error of a file, of the bind, or of
+// raft.
 func (c *Cluster) Start(n *mutex.Node) error {
 	c.node = n
 	c.fsm = newFSM(n, c.log)
@@ -113,19 +111,18 @@ func (c *Cluster) Start(n *mutex.Node) error {
 		c.fsm.seeded[p.ID] = p
 	}
 	c.fsm.seeded[c.cfg.NodeID] = Peer{ID: c.cfg.NodeID, RaftAddress: c.cfg.RaftAdvertise, ClientAddress: c.cfg.ClientAddress}
-	if err := os.MkdirAll(filepath.Join(c.cfg.Dir, snapshotsDir), 0o750); err != nil {
+	if err := os.MkdirAll(c.cfg.Dir, 0o750); err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	var err error
-	c.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(c.cfg.Dir, boltFile),
-		BoltOptions: &bbolt.Options{Timeout: boltOpenTimeout}})
-	if errors.Is(err, bbolt.ErrTimeout) {
-		return fmt.Errorf("%w: %s", ErrLocked, c.cfg.Dir)
-	}
-	if err != nil {
-		return fmt.Errorf("cluster: open %s: %w", filepath.Join(c.cfg.Dir, boltFile), err)
-	}
 	hl := newHCLogger(c.log)
+	var err error
+	if c.store, err = openLogStore(c.cfg.LogStore, c.cfg.Dir, hl); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(c.cfg.Dir, snapshotsDir), 0o750); err != nil {
+		c.store.Close()
+		return fmt.Errorf("cluster: %w", err)
+	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.cfg.Dir, DefaultRetainSnapshots, hl.Named("snapshots"))
 	if err != nil {
 		c.store.Close()
@@ -148,7 +145,11 @@ func (c *Cluster) Start(n *mutex.Node) error {
 		c.release()
 		return fmt.Errorf("cluster: read %s: %w", c.cfg.Dir, err)
 	}
-	c.raft, err = raft.NewRaft(rc, c.fsm, c.store, c.store, snaps, c.trans)
+	if c.logs, err = raft.NewLogCache(logCacheSize, c.store); err != nil {
+		c.release()
+		return fmt.Errorf("cluster: %w", err)
+	}
+	c.raft, err = raft.NewRaft(rc, c.fsm, c.logs, c.store, snaps, c.trans)
 	if err != nil {
 		c.release()
 		return fmt.Errorf("cluster: start raft: %w", err)
@@ -387,7 +388,7 @@ func (c *Cluster) appliedThrough(idx uint64) bool {
 	}
 	for i := a + 1; i <= idx; i++ {
 		var l raft.Log
-		if err := c.store.GetLog(i, &l); err != nil || l.Type == raft.LogCommand {
+		if err := c.logs.GetLog(i, &l); err != nil || l.Type == raft.LogCommand {
 			return false
 		}
 	}

@@ -43,9 +43,29 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
+// testLogStore is the log store of the test nodes: LC_TEST_LOG_STORE
+// when set (LC_TEST_LOG_STORE=wal go test ./cluster runs every test on the
+// WAL), else the default. Tests that mean both stores run a subtest of each.
+func testLogStore(t testing.TB) LogStore {
+	ls, err := ParseLogStore(os.Getenv("LC_TEST_LOG_STORE"))
+	if err != nil {
+		t.Fatalf("LC_TEST_LOG_STORE: %v", err)
+	}
+	return ls
+}
+
+// logStores are the stores a test runs on, each in a subtest.
+var logStores = []LogStore{LogStoreBoltDB, LogStoreWAL}
+
 // newTestCluster starts n nodes on loopback, each in a directory of its
-// own, bootstrapped as one cluster.
+// own, bootstrapped as one cluster, on testLogStore.
 func newTestCluster(t *testing.T, size int) []*testNode {
+	t.Helper()
+	return newTestClusterOn(t, size, testLogStore(t))
+}
+
+// newTestClusterOn is newTestCluster on the log store ls.
+func newTestClusterOn(t *testing.T, size int, ls LogStore) []*testNode {
 	t.Helper()
 	var peers []Peer
 	var lns []net.Listener
@@ -62,7 +82,7 @@ func newTestCluster(t *testing.T, size int) []*testNode {
 	changed := make(chan struct{}, 1)
 	for i, p := range peers {
 		tn := newTestNode(t, p.ID, lns[i], changed)
-		tn.cfg.Peers = peers
+		tn.cfg.Peers, tn.cfg.LogStore = peers, ls
 		tn.start(t)
 		nodes = append(nodes, tn)
 	}
@@ -74,7 +94,7 @@ func newTestCluster(t *testing.T, size int) []*testNode {
 func newTestNode(t *testing.T, id string, ln net.Listener, changed chan struct{}) *testNode {
 	tn := &testNode{id: id, changed: changed}
 	tn.cfg = Config{NodeID: id, RaftBind: ln.Addr().String(), RaftListener: ln, Dir: t.TempDir(),
-		ClientAddress: "client-" + id + ":1", ElectionTimeout: testElection,
+		LogStore: testLogStore(t), ClientAddress: "client-" + id + ":1", ElectionTimeout: testElection,
 		Logger: testLogger(t).With("node", id),
 		OnLeader: func(l bool) {
 			tn.leading.Store(l)
@@ -220,7 +240,13 @@ func converge(t *testing.T, lead *testNode, nodes []*testNode) {
 // and its log; the leader's departure elects another, which keeps the
 // locks and sessions.
 func TestCluster(t *testing.T) {
-	nodes := newTestCluster(t, 3)
+	for _, ls := range logStores {
+		t.Run(string(ls), func(t *testing.T) { testCluster(t, ls) })
+	}
+}
+
+func testCluster(t *testing.T, ls LogStore) {
+	nodes := newTestClusterOn(t, 3, ls)
 	lead, g := tryLock(t, nodes, mutex.Claim{Key: "k", Source: "v1", RemoteAddr: "10.0.0.1:1"})
 	if g.Token>>mutex.TokenShift == 0 {
 		t.Fatalf("token %#x does not carry the entry's position", g.Token)

@@ -71,9 +71,13 @@ type Config struct {
 	// ClientAddress is where clients reach this node's mutex port; empty
 	// means this node's ClientAddress in Peers.
 	ClientAddress string
-	// Dir holds the raft log and stable store (raft.db) and the snapshots
-	// (snapshots/). It is created when missing.
+	// Dir holds the raft log and stable store (raft.db, or wal/, see
+	// LogStore) and the snapshots (snapshots/). It is created when
+	// missing.
 	Dir string
+	// LogStore: see DefaultLogStore (LogStoreBoltDB). A Dir that holds the
+	// other store's files is refused (ErrOtherLogStore).
+	LogStore LogStore
 	// Peers are the nodes of a new cluster, this node included. A node
 	// whose Dir holds no state bootstraps a cluster of them; a node with
 	// state ignores them but for the client addresses it knows no better
@@ -195,6 +199,9 @@ func (c Config) withDefaults() Config {
 	if c.TrailingLogs == 0 {
 		c.TrailingLogs = DefaultTrailingLogs
 	}
+	if c.LogStore == "" {
+		c.LogStore = DefaultLogStore
+	}
 	self, ok := c.self()
 	if c.RaftAdvertise == "" {
 		c.RaftAdvertise = c.RaftBind
@@ -220,6 +227,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("cluster: election timeout %v is under 10ms", c.ElectionTimeout)
 	case c.ApplyTimeout < 0 || c.ForwardTimeout < 0:
 		return errors.New("cluster: timeouts must not be negative")
+	}
+	if _, err := ParseLogStore(string(c.LogStore)); err != nil {
+		return err
 	}
 	for _, p := range append([]Peer{{ID: c.NodeID}}, c.Peers...) {
 		if err := idProblem(p.ID); err != nil {

@@ -1,7 +1,8 @@
 // Package cluster makes lcd a node of a three- (or five-) node cluster:
 // the lock table is replicated by raft (github.com/hashicorp/raft), its
-// log and stable store in BoltDB (raft-boltdb), its snapshots in files,
-// as Consul and Nomad keep theirs. A Cluster is the mutex.Replicator of a
+// log and stable store in BoltDB (raft-boltdb) or in raft-wal's segment
+// files (Config.LogStore), behind raft's cache of the latest entries, its
+// snapshots in files, as Consul and Nomad keep theirs. A Cluster is the mutex.Replicator of a
 // mutex.Node: the node proposes every command to it, and its state
 // machine applies each committed command to the node on every member, in
 // log order (mutex.Node.ApplyCommitted), with the entry's position.

@@ -55,3 +55,15 @@ func unlockFile(f *os.File) error {
 	unix.Flock(int(f.Fd()), unix.LOCK_UN)
 	return f.Close()
 }
+
+// LockFile takes an exclusive flock on path, creating it when missing,
+// without waiting, and returns the function that releases it. Other
+// packages use it to keep a directory to one process. Errors: ErrLocked
+// when another open file holds the lock, or the error of open or flock.
+func LockFile(path string) (release func() error, err error) {
+	f, err := lockFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return unlockFile(f) }, nil
+}

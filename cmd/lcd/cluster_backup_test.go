@@ -48,8 +48,15 @@ func (lc *lcdCluster) lockAt(t *testing.T, i int, key string) {
 // again; later, every node stopped, each RAFT_DIR replaced by the copy,
 // every node started. The cluster comes back with the table of the copy,
 // not the changes made after it, and its tokens stay above the copy's.
+// With each raft log store.
 func TestClusterBackupRestore(t *testing.T) {
-	lc := startCluster(t, 3)
+	for _, store := range []string{"boltdb", "wal"} {
+		t.Run(store, func(t *testing.T) { testClusterBackupRestore(t, store) })
+	}
+}
+
+func testClusterBackupRestore(t *testing.T, store string) {
+	lc := startClusterWith(t, 3, []string{"RAFT_LOG_STORE=" + store})
 	lead, ok := lc.leader(all(3), 30*time.Second)
 	if !ok {
 		t.Fatalf("no leader:\n%s", lc.logs())

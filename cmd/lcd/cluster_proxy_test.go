@@ -155,6 +155,13 @@ func (lc *lcdCluster) addrs(i int) lcdAddrs {
 
 func startCluster(t *testing.T, size int) *lcdCluster {
 	t.Helper()
+	return startClusterWith(t, size, nil)
+}
+
+// startClusterWith is startCluster with env added to each node's
+// environment.
+func startClusterWith(t *testing.T, size int, env []string) *lcdCluster {
+	t.Helper()
 	lc := &lcdCluster{t: t}
 	for range size {
 		lc.home = append(lc.home, newFaultProxy(t))
@@ -177,6 +184,7 @@ func startCluster(t *testing.T, size int) *lcdCluster {
 		n.env = []string{"BIND_ADDRESS=127.0.0.1:0", "LOG_FORMAT=json", "SHUTDOWN_TIMEOUT=1s",
 			"NODE_ID=" + n.id, "RAFT_ADDRESS=127.0.0.1:0", "RAFT_ADVERTISE=" + lc.home[i].addr(),
 			"RAFT_DIR=" + n.dir, "RAFT_PEERS=" + strings.Join(peers, ","), "RAFT_DIAL=" + strings.Join(dial, ",")}
+		n.env = append(n.env, env...)
 		lc.nodes = append(lc.nodes, n)
 	}
 	for i := range size {

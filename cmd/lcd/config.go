@@ -71,6 +71,7 @@ type options struct {
 	nodeID, raftAddr, raftAdvertise      string
 	raftDir, raftPeers, raftDial         string
 	advertise, electionTimeout           string
+	raftLogStore                         string
 	tls                                  tlsOptions
 	sec                                  securityOptions
 }
@@ -99,6 +100,7 @@ func (o *options) baseSettings() []setting {
 		{"raft-address", "RAFT_ADDRESS", "", "address the raft port listens on, host:port (cluster; default: mutex port + 4)", &o.raftAddr},
 		{"raft-advertise", "RAFT_ADVERTISE", "", "address the other nodes reach this node's raft port at (cluster; default: its RAFT_PEERS entry, else RAFT_ADDRESS)", &o.raftAdvertise},
 		{"raft-dir", "RAFT_DIR", "", "directory of the raft log and snapshots (cluster)", &o.raftDir},
+		{"raft-log-store", "RAFT_LOG_STORE", string(cluster.DefaultLogStore), "store of the raft log in RAFT_DIR, boltdb or wal; changing it needs an empty RAFT_DIR (cluster)", &o.raftLogStore},
 		{"raft-peers", "RAFT_PEERS", "", "the nodes of a new cluster, id=raftaddress=clientaddress,...; bootstraps it when RAFT_DIR is empty (cluster)", &o.raftPeers},
 		{"raft-dial", "RAFT_DIAL", "", "addresses to dial other nodes' raft ports at in place of theirs, id=address,... (cluster)", &o.raftDial},
 		{"advertise-address", "ADVERTISE_ADDRESS", "", "address clients and other nodes reach this node's mutex port at (cluster; default: its RAFT_PEERS entry, else BIND_ADDRESS when it names a host)", &o.advertise},
@@ -220,6 +222,10 @@ func (o *options) clusterConfig(cfg Config) (*cluster.Config, error) {
 			return nil, err
 		}
 	}
+	logStore, err := cluster.ParseLogStore(o.raftLogStore)
+	if err != nil {
+		return nil, fmt.Errorf("raft-log-store: %w", err)
+	}
 	if min := cluster.MinSessionTTL(et); cfg.SessionTTLMin <= min {
 		return nil, fmt.Errorf("session-ttl-min %v: a cluster with raft-election-timeout %v needs it above %v, so that a session outlives a failover",
 			cfg.SessionTTLMin, et, min)
@@ -228,7 +234,7 @@ func (o *options) clusterConfig(cfg Config) (*cluster.Config, error) {
 			cfg.HTTPSessionTTL, et, min)
 	}
 	cc := &cluster.Config{NodeID: o.nodeID, RaftBind: raftAddr, RaftAdvertise: o.raftAdvertise, Dir: o.raftDir,
-		Peers: peers, Dial: dial, ClientAddress: o.advertise, ElectionTimeout: et}
+		LogStore: logStore, Peers: peers, Dial: dial, ClientAddress: o.advertise, ElectionTimeout: et}
 	if len(peers) > 0 {
 		found := false
 		for _, p := range peers {

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/locking-center/locking-center/cluster"
 	"github.com/spf13/pflag"
 )
 
@@ -214,6 +217,58 @@ func TestClusterWithDataPathExits2(t *testing.T) {
 		"DATA_PATH=" + t.TempDir() + "/locks.wal"}, io.Discard, &stderr)
 	if code != exitUsage || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), "DATA_PATH") {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// RAFT_LOG_STORE chooses the raft log store; a name that is none of them
+// is an error.
+func TestConfigLogStore(t *testing.T) {
+	node := []string{"NODE_ID=n1", "RAFT_ADDRESS=10.0.0.1:7000", "RAFT_DIR=/x"}
+	for env, want := range map[string]cluster.LogStore{"": cluster.LogStoreBoltDB, "RAFT_LOG_STORE=wal": cluster.LogStoreWAL,
+		"RAFT_LOG_STORE=boltdb": cluster.LogStoreBoltDB} {
+		cfg, err := resolve(t, nil, append(slices.Clone(node), env))
+		if err != nil || cfg.Cluster.LogStore != want {
+			t.Errorf("%q: %+v, %v", env, cfg.Cluster, err)
+		}
+	}
+	if cfg, err := resolve(t, []string{"--raft-log-store=wal"}, node); err != nil || cfg.Cluster.LogStore != cluster.LogStoreWAL {
+		t.Errorf("--raft-log-store=wal: %v", err)
+	}
+	if _, err := resolve(t, nil, append(slices.Clone(node), "RAFT_LOG_STORE=bolt")); err == nil {
+		t.Error("RAFT_LOG_STORE=bolt accepted")
+	}
+	if _, err := resolve(t, nil, []string{"RAFT_LOG_STORE=wal"}); err == nil {
+		t.Error("RAFT_LOG_STORE without NODE_ID accepted")
+	}
+}
+
+// A RAFT_DIR that holds the other log store's files makes lcd exit 2 with
+// one line, and gains no file of the store configured.
+func TestClusterOtherLogStoreExits2(t *testing.T) {
+	for store, other := range map[string]string{"wal": "raft.db", "boltdb": "wal/wal-meta.db"} {
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, other)), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, other), nil, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // a node that started would stop at once, exiting 0
+		code := run(ctx, nil, []string{"NODE_ID=n1", "BIND_ADDRESS=127.0.0.1:0", "RAFT_ADDRESS=127.0.0.1:0",
+			"HTTP_ADDRESS=", "RAFT_DIR=" + dir, "RAFT_LOG_STORE=" + store}, io.Discard, &stderr)
+		if code != exitUsage || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), other) {
+			t.Errorf("RAFT_LOG_STORE=%s beside %s: exit %d, stderr %q", store, other, code, stderr.String())
+		}
+		entries, _ := os.ReadDir(dir)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		if want := strings.Split(other, "/")[0]; !slices.Equal(names, []string{want}) {
+			t.Errorf("RAFT_LOG_STORE=%s: the directory holds %v", store, names)
+		}
 	}
 }
 

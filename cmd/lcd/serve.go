@@ -142,8 +142,12 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err := cl.Start(node); err != nil {
 			code := exitStore
 			var oe *net.OpError
-			if errors.As(err, &oe) {
+			switch {
+			case errors.As(err, &oe):
 				code = exitRuntime
+			case errors.Is(err, cluster.ErrOtherLogStore):
+				code = exitUsage // a setting that does not fit the directory
+				err = fmt.Errorf("raft-log-store: %w", err)
 			}
 			return &exitError{code: code, err: err}
 		}

@@ -2,22 +2,26 @@
 // cluster, and lcd's failover, and prints the figures as Markdown for
 // docs/benchmarks.md.
 //
-//	cd internal/bench/ha && go run . [-duration 3s] [-rounds 3] [-only throughput,hotkey,failover]
+//	cd internal/bench/ha && go run . [-duration 3s] [-rounds 3] [-only throughput,hotkey,failover] [-stores boltdb,wal]
 //
 // It builds lcd from the repository (or takes -lcd), starts three lcd
-// nodes and three etcd members (-etcd, Debian's etcd-server) as processes
-// on ports of 127.0.0.1 it picks, each with its data in a directory of its
-// own under one temporary directory, and drives them from this process:
+// nodes for each raft log store of -stores (RAFT_LOG_STORE; default both,
+// boltdb and wal) and three etcd members (-etcd, Debian's etcd-server) as
+// processes on ports of 127.0.0.1 it picks, each with its data in a
+// directory of its own under one temporary directory, and drives them from
+// this process:
 //
 //   - throughput: uncontended acquire+release cycles, each client its own
-//     key, at 16 and 64 clients, in rounds alternating between the two
-//     clusters. An lcd client is a session of the session protocol through
-//     clients/go, connected to the leader: Acquire, then Release. An etcd
+//     key, at 16 and 64 clients, in rounds alternating between the
+//     clusters (etcd, then each lcd cluster). An lcd client is a session of
+//     the session protocol through clients/go, connected to the leader:
+//     Acquire, then Release. An etcd
 //     client is a clientv3 client with a concurrency.Session (a lease) and
 //     a concurrency.Mutex, connected to the leader: Lock, then Unlock.
 //     Cycles/s (median of the rounds), servers' CPU per cycle (the three
 //     processes' utime+stime, from /proc/PID/stat), raft entries per
-//     cycle, and lcd's ratios (taken per round, then the median).
+//     cycle, and each lcd cluster's ratios to etcd (taken per round, then
+//     the median).
 //   - hotkey: 16 and 64 clients on one key, each acquiring again as soon
 //     as it has released; the handoff time from a holder's release call to
 //     the next holder's grant, p50 and p99.
@@ -25,7 +29,8 @@
 //     kill to the first grant by a new leader, as a client sees it that
 //     tries every live node in turn (a session and a try-once acquire of a
 //     fresh key) until one grants; p50 and max. The killed node is started
-//     again and caught up before the next round. Default cluster settings.
+//     again and caught up before the next round. Default cluster settings
+//     but the log store; each lcd cluster in turn.
 //
 // Linux only (it reads /proc).
 package main
@@ -65,7 +70,8 @@ var (
 	lcdPath    = flag.String("lcd", "", "an lcd binary to measure instead of one built from the repository")
 	etcdPath   = flag.String("etcd", "etcd", "the etcd server binary")
 	root       = flag.String("root", "../../..", "the repository's top directory, where lcd is built from")
-	logDir     = flag.String("logs", "", "a directory to append each server's log to (lcd-n1.log, etcd-e1.log, ...); none by default")
+	logDir     = flag.String("logs", "", "a directory to append each server's log to (lcd-boltdb-n1.log, etcd-e1.log, ...); none by default")
+	storeList  = flag.String("stores", "boltdb,wal", "comma-separated raft log stores (RAFT_LOG_STORE) of the lcd clusters to measure, one cluster each")
 )
 
 // serverLog returns where the server name writes its log.
@@ -102,26 +108,41 @@ func main() {
 		clients = append(clients, n)
 	}
 	parts := strings.Split(*only, ",")
-	fmt.Printf("# High-availability benchmark run %s, %d CPUs, round %v x %d\n\n",
-		time.Now().UTC().Format(time.RFC3339), numCPU(), *duration, *rounds)
+	fmt.Printf("# High-availability benchmark run %s, %d CPUs, round %v x %d, load average %s\n\n",
+		time.Now().UTC().Format(time.RFC3339), numCPU(), *duration, *rounds, loadAvg())
 
-	lc := startLCD(lcd, dir)
-	defer lc.stop()
+	var lcs []*lcdCluster
+	for _, st := range strings.Split(*storeList, ",") {
+		lc := startLCD(lcd, dir, st)
+		defer lc.stop()
+		lcs = append(lcs, lc)
+	}
 	if slices.Contains(parts, "throughput") || slices.Contains(parts, "hotkey") {
 		et := startEtcd(*etcdPath, dir)
 		defer et.stop()
-		fmt.Printf("lcd %s; %s\n\n", lcd, et.version)
+		fmt.Printf("lcd %s (raft log stores: %s); %s\n\n", lcd, *storeList, et.version)
 		if slices.Contains(parts, "throughput") {
-			throughput(lc, et, clients)
+			throughput(lcs, et, clients)
 		}
 		if slices.Contains(parts, "hotkey") {
-			hotKey(lc, et, clients)
+			hotKey(lcs, et, clients)
 		}
 		et.stop()
 	}
 	if slices.Contains(parts, "failover") {
-		failover(lc, *failovers)
+		for _, lc := range lcs {
+			failover(lc, *failovers)
+		}
 	}
+	fmt.Printf("Load average at the end: %s\n", loadAvg())
+}
+
+// loadAvg returns the first three fields of /proc/loadavg: the machine's
+// load over 1, 5 and 15 minutes.
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 // --- processes ---
@@ -193,11 +214,12 @@ type lcdNode struct {
 
 type lcdCluster struct {
 	bin   string
+	store string // RAFT_LOG_STORE
 	nodes []*lcdNode
 }
 
-func startLCD(bin, dir string) *lcdCluster {
-	lc := &lcdCluster{bin: bin}
+func startLCD(bin, dir, store string) *lcdCluster {
+	lc := &lcdCluster{bin: bin, store: store}
 	var peers []string
 	for i := range 3 {
 		addrs := benchproc.FreeAddrs(4)
@@ -206,7 +228,7 @@ func startLCD(bin, dir string) *lcdCluster {
 		peers = append(peers, n.id+"="+raft+"="+n.mutex)
 		n.env = []string{"NODE_ID=" + n.id, "BIND_ADDRESS=" + n.mutex,
 			"MANAGER_ADDRESS=" + addrs[1], "METRICS_ADDRESS=" + n.metrics,
-			"RAFT_ADDRESS=" + raft, "RAFT_DIR=" + filepath.Join(dir, "lcd-"+n.id), "LOG_LEVEL=warn",
+			"RAFT_ADDRESS=" + raft, "RAFT_DIR=" + filepath.Join(dir, lc.name()+"-"+n.id), "RAFT_LOG_STORE=" + store, "LOG_LEVEL=warn",
 			"HTTP_ADDRESS="} // no HTTP API, whose port + 3 was not picked free (ignored by an lcd without one)
 		lc.nodes = append(lc.nodes, n)
 	}
@@ -218,8 +240,11 @@ func startLCD(bin, dir string) *lcdCluster {
 	return lc
 }
 
+// name names the cluster in tables, logs and directories: lcd-<store>.
+func (lc *lcdCluster) name() string { return "lcd-" + lc.store }
+
 func (lc *lcdCluster) start(n *lcdNode) {
-	n.p = spawn(lc.bin, nil, n.env, serverLog("lcd-"+n.id))
+	n.p = spawn(lc.bin, nil, n.env, serverLog(lc.name()+"-"+n.id))
 }
 
 func (lc *lcdCluster) stop() {
@@ -382,7 +407,7 @@ func lcdSystem(lc *lcdCluster) system {
 		st, _ := lc.leader(30 * time.Second).status()
 		return st.CommitIndex
 	}
-	return system{name: "lcd", procs: lc.procs, entries: entries, client: func(key string) locker {
+	return system{name: lc.name(), procs: lc.procs, entries: entries, client: func(key string) locker {
 		// The leader may change (a loaded machine misses heartbeats):
 		// each client connects to the one that leads when it starts.
 		var err error
@@ -504,26 +529,49 @@ func median[T int64 | float64 | time.Duration](xs []T) T {
 	return s[len(s)/2]
 }
 
-func throughput(lc *lcdCluster, et *etcdCluster, clients []int) {
-	lcdSys, etcdSys := lcdSystem(lc), etcdSystem(et)
+// lcdSystems returns a system of each lcd cluster.
+func lcdSystems(lcs []*lcdCluster) []system {
+	var out []system
+	for _, lc := range lcs {
+		out = append(out, lcdSystem(lc))
+	}
+	return out
+}
+
+// figures are one system's results of the rounds at one client count.
+type figures struct {
+	rate, entries []float64
+	cpu           []time.Duration
+}
+
+func (f *figures) add(rate float64, cpu time.Duration, entries float64) {
+	f.rate, f.cpu, f.entries = append(f.rate, rate), append(f.cpu, cpu), append(f.entries, entries)
+}
+
+func throughput(lcs []*lcdCluster, et *etcdCluster, clients []int) {
+	lcdSys, etcdSys := lcdSystems(lcs), etcdSystem(et)
 	reconnects.Store(0)
 	defer noteReconnects()
 	fmt.Println("## Uncontended acquire+release, three lcd nodes beside three etcd members")
 	fmt.Println()
-	fmt.Println("| clients | etcd cycles/s | lcd cycles/s | lcd/etcd | etcd CPU µs/cycle | lcd CPU µs/cycle | lcd/etcd CPU | etcd entries/cycle | lcd entries/cycle |")
-	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("One row per lcd cluster (its raft log store); the etcd columns repeat the etcd figures of the same rounds.")
+	fmt.Println()
+	fmt.Println("| clients | lcd | etcd cycles/s | lcd cycles/s | lcd/etcd | etcd CPU µs/cycle | lcd CPU µs/cycle | lcd/etcd CPU | etcd entries/cycle | lcd entries/cycle |")
+	fmt.Println("|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, n := range clients {
-		var lr, er, lent, eent []float64
-		var lcpu, ecpu []time.Duration
+		var e figures
+		l := make([]figures, len(lcdSys))
 		for r := range *rounds {
-			c, cpu, ent := cycles(etcdSys, n, r)
-			er, ecpu, eent = append(er, c), append(ecpu, cpu), append(eent, ent)
-			c, cpu, ent = cycles(lcdSys, n, r)
-			lr, lcpu, lent = append(lr, c), append(lcpu, cpu), append(lent, ent)
+			e.add(cycles(etcdSys, n, r))
+			for i, sys := range lcdSys {
+				l[i].add(cycles(sys, n, r))
+			}
 		}
-		fmt.Printf("| %d | %.0f | %.0f | %.2f | %.1f | %.1f | %.2f | %.2f | %.2f |\n", n, median(er), median(lr),
-			median(ratios(lr, er, func(x float64) float64 { return x })), us(median(ecpu)), us(median(lcpu)),
-			median(ratios(lcpu, ecpu, us)), median(eent), median(lent))
+		for i, sys := range lcdSys {
+			fmt.Printf("| %d | %s | %.0f | %.0f | %.2f | %.1f | %.1f | %.2f | %.2f | %.2f |\n", n, sys.name, median(e.rate), median(l[i].rate),
+				median(ratios(l[i].rate, e.rate, func(x float64) float64 { return x })), us(median(e.cpu)), us(median(l[i].cpu)),
+				median(ratios(l[i].cpu, e.cpu, us)), median(e.entries), median(l[i].entries))
+		}
 	}
 	fmt.Println()
 }
@@ -578,24 +626,30 @@ func quantile(xs []time.Duration, q float64) time.Duration {
 	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
-func hotKey(lc *lcdCluster, et *etcdCluster, clients []int) {
-	lcdSys, etcdSys := lcdSystem(lc), etcdSystem(et)
+func hotKey(lcs []*lcdCluster, et *etcdCluster, clients []int) {
+	lcdSys, etcdSys := lcdSystems(lcs), etcdSystem(et)
 	reconnects.Store(0)
 	defer noteReconnects()
 	fmt.Println("## One hot key: handoff from a release to the next holder's grant")
 	fmt.Println()
-	fmt.Println("| clients | etcd handoffs/s | lcd handoffs/s | etcd p50 ms | lcd p50 ms | lcd/etcd p50 | etcd p99 ms | lcd p99 ms |")
-	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| clients | lcd | etcd handoffs/s | lcd handoffs/s | etcd p50 ms | lcd p50 ms | lcd/etcd p50 | etcd p99 ms | lcd p99 ms |")
+	fmt.Println("|---:|:---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, n := range clients {
-		var le, ee []time.Duration
+		var ee []time.Duration
+		le := make([][]time.Duration, len(lcdSys))
 		for r := range *rounds {
 			ee = append(ee, handoffs(etcdSys, n, r)...)
-			le = append(le, handoffs(lcdSys, n, r)...)
+			for i, sys := range lcdSys {
+				le[i] = append(le[i], handoffs(sys, n, r)...)
+			}
 		}
 		secs := duration.Seconds() * float64(*rounds)
-		lp, ep := quantile(le, 0.5), quantile(ee, 0.5)
-		fmt.Printf("| %d | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", n, float64(len(ee))/secs,
-			float64(len(le))/secs, ms(ep), ms(lp), ms(lp)/ms(ep), ms(quantile(ee, 0.99)), ms(quantile(le, 0.99)))
+		ep := quantile(ee, 0.5)
+		for i, sys := range lcdSys {
+			lp := quantile(le[i], 0.5)
+			fmt.Printf("| %d | %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", n, sys.name, float64(len(ee))/secs,
+				float64(len(le[i]))/secs, ms(ep), ms(lp), ms(lp)/ms(ep), ms(quantile(ee, 0.99)), ms(quantile(le[i], 0.99)))
+		}
 	}
 	fmt.Println()
 }
@@ -658,7 +712,7 @@ func failover(lc *lcdCluster, n int) {
 	}
 	s := slices.Clone(times)
 	slices.Sort(s)
-	fmt.Println("## Failover: SIGKILL of the lcd leader to the first grant by a new leader")
+	fmt.Printf("## Failover: SIGKILL of the %s leader to the first grant by a new leader\n", lc.name())
 	fmt.Println()
 	fmt.Printf("%d rounds, default settings (election timeout 500ms): p50 %.0f ms, max %.0f ms (min %.0f ms)\n\n",
 		n, ms(median(times)), ms(s[len(s)-1]), ms(s[0]))
