@@ -355,10 +355,33 @@ func TestDirSyncFailureAfterRename(t *testing.T) {
 	fl := &faults{}
 	path := tempLogPath(t)
 	l, _ := openLog(t, path, Config{FS: fl, CompactMinSize: 1})
-	mustAppend(t, l, acquire("kept", "s", "a", epoch))
+	// The churn must be one batch, so that the compaction comes after it
+	// and not between two of its batches: it is appended while the writer
+	// is held in the fsync of the batch before.
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	fl.set(func(fl *faults) { fl.entered, fl.proceed = entered, proceed })
+	kept := acquire("kept", "s", "a", epoch)
+	first := l.Append(&kept)
+	<-entered
+	cmds := churn("x", 5)
+	pendings := make([]mutex.Pending, len(cmds))
+	for i := range cmds {
+		pendings[i] = l.Append(&cmds[i])
+	}
 	// The compaction's, then the recovery's and its rewrite's.
-	fl.set(func(fl *faults) { fl.syncs, fl.suffix = 3, filepath.Dir(path) })
-	mustAppend(t, l, churn("x", 5)...)
+	fl.set(func(fl *faults) {
+		fl.entered, fl.proceed = nil, nil
+		fl.syncs, fl.suffix = 3, filepath.Dir(path)
+	})
+	proceed <- struct{}{}
+	if err := first.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range pendings {
+		if err := p.Wait(); err != nil {
+			t.Fatalf("churn command %d: %v", i, err)
+		}
+	}
 	if got := l.Stats().Compactions; got != 1 {
 		t.Fatalf("%d compactions, want 1", got)
 	}
