@@ -4,8 +4,13 @@ package session
 
 import (
 	"encoding/binary"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/locking-center/locking-center/mutex"
 )
 
 // watchPoller returns a channel of what e's poller does to connections
@@ -193,5 +198,147 @@ func BenchmarkParkedPing(b *testing.B) {
 		if err := c.r.next(&f); err != nil || f.Type != TypeOK || f.ID != c.id {
 			b.Fatalf("frame %#02x id %d (%v)", uint8(f.Type), f.ID, err)
 		}
+	}
+}
+
+// heldJournal makes every command durable at once until hold, and from
+// then on holds them all until release.
+type heldJournal struct {
+	mu   sync.Mutex
+	done chan struct{} // nil: durable at once
+}
+
+func (j *heldJournal) Append(*mutex.Command) mutex.Pending {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.done == nil {
+		return nil
+	}
+	return heldPending(j.done)
+}
+
+func (j *heldJournal) hold() {
+	j.mu.Lock()
+	j.done = make(chan struct{})
+	j.mu.Unlock()
+}
+
+func (j *heldJournal) release() {
+	j.mu.Lock()
+	close(j.done)
+	j.done = nil
+	j.mu.Unlock()
+}
+
+type heldPending chan struct{}
+
+func (p heldPending) Done() <-chan struct{} { return p }
+func (p heldPending) Wait() error           { <-p; return nil }
+
+// The OK of a PING read while parked leaves after what the session owed
+// before it: here a grant still on its way to the log.
+func TestParkedPingAfterOwed(t *testing.T) {
+	j := &heldJournal{}
+	e := start(t, envOptions{journal: j, cfg: Config{ParkAfter: time.Millisecond}})
+	seen := watchPoller(t, e)
+	c := e.hello(t, "c")
+	await(t, seen, "parked")
+	j.hold()
+	id := c.acquire("k")
+	await(t, seen, "unparked")
+	await(t, seen, "parked") // the grant waits for the log
+	ping := c.send(TypePing)
+	for got := ""; got != "answered" && got != "unparked"; {
+		got = <-seen
+	}
+	j.release()
+	c.granted(id)
+	if f := c.expect(TypeOK); f.ID != ping {
+		t.Fatalf("OK of id %d, want %d", f.ID, ping)
+	}
+}
+
+// A connection closed (here: resumed elsewhere) while its goroutine is
+// about to park is ended all the same: a close that found it not yet
+// parked must not let it park, or its descriptor would leave the epoll
+// set when closed, with no event, and the connection would stay
+// counted for ever.
+func TestCloseWhileParking(t *testing.T) {
+	e := start(t, envOptions{cfg: Config{ParkAfter: time.Hour}})
+	p := e.session.park
+	closing, settled := make(chan struct{}), make(chan struct{})
+	var closingOnce, settledOnce sync.Once
+	p.mu.Lock()
+	p.seen = func(what string) {
+		switch what {
+		case "closing": // in close, between its look at the poller and the descriptor's close
+			closingOnce.Do(func() { close(closing); <-settled })
+		case "parked", "refused":
+			select {
+			case <-closing:
+				settledOnce.Do(func() { close(settled) })
+			default:
+			}
+		}
+	}
+	p.mu.Unlock()
+	b := e.hello(t, "b") // parks: its first batch is its HELLO
+	eventually(t, "b parked", func() bool { return parkedCount(e) == 1 })
+	// A DESCRIBE gives b a goroutine back, which then reads (for an hour).
+	b.send(TypeDescribe, func(fb *frameBuilder) { fb.str(TagKey, "k") })
+	b.expect(TypeInfo)
+	eventually(t, "b unparked", func() bool { return parkedCount(e) == 0 })
+
+	r := e.dial(t)
+	r.send(TypeResume, func(fb *frameBuilder) { fb.u64(TagSession, b.sid) }, func(fb *frameBuilder) { fb.bytes(TagSecret, b.sec) })
+	<-closing
+	// b's goroutine reads a PING only: it tries to park while b is closed.
+	b.id = 100
+	b.send(TypePing)
+	r.expect(TypeWelcome)
+	b.expect(TypeGoodbye)
+	if !b.closed() {
+		t.Fatal("b stays open")
+	}
+	eventually(t, "b forgotten", func() bool { return !e.serves(b) })
+}
+
+// serves reports whether e's session server holds cl's connection, in
+// its connections or parked.
+func (e *env) serves(cl *client) bool {
+	remote := cl.c.LocalAddr().String()
+	s := e.session
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.remote == remote {
+			return true
+		}
+	}
+	if s.park != nil {
+		s.park.mu.Lock()
+		defer s.park.mu.Unlock()
+		for _, c := range s.park.conns {
+			if c.remote == remote {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Closing the server stops its poller without an error in the log.
+func TestPollerClosesQuietly(t *testing.T) {
+	var logs strings.Builder
+	node := mutex.NewNode(mutex.NodeConfig{})
+	defer node.Close()
+	s, err := NewServer(node, Config{ParkAfter: time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // the poller's goroutine is running, or yet to run: both end quietly
+	if logs.Len() > 0 {
+		t.Fatalf("logged at Close: %s", logs.String())
 	}
 }

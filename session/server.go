@@ -501,7 +501,7 @@ type conn struct {
 	// Guarded by the poller's mutex.
 	parkID      uint64 // its id in the poller while parked, else 0
 	pollBusy    bool   // the poller is reading or answering it
-	closeWanted bool   // closed while pollBusy: the poller ends it
+	closeWanted bool   // closed: it parks no more (the poller ends it if busy with it)
 
 	wmu     sync.Mutex
 	now     serve.NowWriter // writes without waiting
