@@ -262,14 +262,13 @@ func (c *conn) park(r *reader) bool {
 	if c.raw == nil || r.off < len(r.buf) {
 		return false
 	}
-	c.nc.SetReadDeadline(time.Time{})      // the poller reads without one
+	// The poller reads without a deadline; the goroutine that has the
+	// connection next sets one at its first read.
+	c.nc.SetReadDeadline(time.Time{})
+	c.deadlineSet = time.Time{}
 	r.buf, r.off, r.f.Fields = nil, 0, nil // an idle connection keeps no buffers
 	c.sess.shed()
-	if c.s.park.add(c) {
-		return true
-	}
-	c.deadlineSet = time.Time{}
-	return false
+	return c.s.park.add(c)
 }
 
 // end ends the connection's service: the server forgets it, the session
