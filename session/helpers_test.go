@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locking-center/locking-center/internal/serve"
 	"github.com/locking-center/locking-center/internal/testcerts"
 	"github.com/locking-center/locking-center/internal/tlsconf"
 	"github.com/locking-center/locking-center/mutex"
@@ -73,6 +74,8 @@ type envOptions struct {
 	// the test (env.ca); clients present one named "client".
 	tls    bool
 	limits mutex.Limits
+	gate   *serve.Gate // the port's cap on connections; nil: none
+	rep    *soloLog    // makes the node a cluster's, its leader; nil: a single node
 }
 
 // start serves a new node until the test ends.
@@ -90,7 +93,14 @@ func startOn(t testing.TB, o envOptions) *env {
 	if o.clock != nil {
 		now = o.clock.Now
 	}
-	node := mutex.NewNode(mutex.NodeConfig{Clock: now, Journal: o.journal, Table: o.table, Limits: o.limits})
+	ncfg := mutex.NodeConfig{Clock: now, Journal: o.journal, Table: o.table, Limits: o.limits}
+	if o.rep != nil {
+		ncfg.Replicator = o.rep
+	}
+	node := mutex.NewNode(ncfg)
+	if o.rep != nil {
+		o.rep.start(t, node)
+	}
 	log := slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o.cfg.Logger = log
 	if o.cfg.ParkAfter == 0 {
@@ -100,7 +110,7 @@ func startOn(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1cfg := oneshot.ServerConfig{Logger: log, Handoff: &oneshot.Handoff{First: Preface[0], Serve: ss.Serve}}
+	v1cfg := oneshot.ServerConfig{Logger: log, Handoff: &oneshot.Handoff{First: Preface[0], Serve: ss.Serve, OverLimit: OverLimitGoodbye()}, Gate: o.gate}
 	var ca *testcerts.CA
 	if o.tls {
 		ca = testcerts.NewCA(t, "session test CA")

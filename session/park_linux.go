@@ -31,7 +31,10 @@ const pollRead = initialRead
 //
 // A parked connection belongs to the poller: only the poller, or close
 // (closeParked), takes it out, under mu, and whoever takes it out owns it
-// from then on.
+// from then on. The poller answers PINGs only while the session owes its
+// client nothing, so that their OKs never pass what was owed before them
+// (a grant on its way to the log, say); otherwise the connection's
+// goroutine queues them behind it.
 type poller struct {
 	srv    *Server
 	set    *os.File        // the epoll set, in the runtime's poller
@@ -41,7 +44,7 @@ type poller struct {
 	conns map[uint64]*conn // parked, by the id their events carry
 	next  uint64           // the last id given
 	done  bool
-	seen  func(what string) // tests: told "parked", "answered", "unparked", "ended"
+	seen  func(what string) // tests: told "parked", "answered", "unparked", "ended", "closing", "refused"
 
 	buf [pollRead]byte
 	out []byte // the OKs of the PINGs read
@@ -129,8 +132,12 @@ func event(id uint64) syscall.EpollEvent {
 // another goroutine, or ended, before add returns.
 func (p *poller) add(c *conn) bool {
 	p.mu.Lock()
-	if p.done {
+	if p.done || c.closeWanted {
+		f := p.seen
 		p.mu.Unlock()
+		if f != nil {
+			f("refused")
+		}
 		return false
 	}
 	p.next++
@@ -159,11 +166,18 @@ func (p *poller) remove(c *conn) { p.ctl(c, syscall.EPOLL_CTL_DEL, nil) }
 
 // closeParked closes c if it is parked, ends it, and reports whether it
 // was parked. A connection the poller is reading or answering is closed
-// and left to the poller to end.
+// and left to the poller to end. One that is not parked is marked so that
+// it parks no more: its descriptor, once closed, would leave the epoll
+// set without an event, and nothing would end it.
 func (p *poller) closeParked(c *conn) bool {
 	p.mu.Lock()
 	if c.parkID == 0 {
+		c.closeWanted = true
+		f := p.seen
 		p.mu.Unlock()
+		if f != nil {
+			f("closing")
+		}
 		return false
 	}
 	if c.pollBusy {
@@ -190,7 +204,10 @@ func (p *poller) loop() {
 			err = p.err
 		}
 		if err != nil {
-			if !errors.Is(err, os.ErrClosed) {
+			p.mu.Lock()
+			closed := p.done // close's, whose error is not os.ErrClosed but the runtime's "use of closed file"
+			p.mu.Unlock()
+			if !closed {
 				p.srv.log.Error("session poller stopped; parked connections are ended", slog.Any(logError, err))
 				p.set.Close()
 			}
@@ -251,7 +268,7 @@ func (p *poller) ready(id uint64) {
 	}
 	if err == nil && n > 0 {
 		c.sess.live.Load().Touch()
-		if frames, ok := p.answerPings(p.buf[:n]); ok && c.s.leading() {
+		if frames, ok := p.answerPings(p.buf[:n]); ok && c.s.leading() && c.sess.owesNothing() {
 			c.sendFrames(p.out, frames) // copies what the socket does not take
 			p.idle(c, true)
 			p.note("answered")

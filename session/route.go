@@ -103,6 +103,15 @@ func (s *sess) shed() {
 	s.mu.Unlock()
 }
 
+// owesNothing reports whether everything owed has been handed to the
+// connection: nothing is queued (or waits for the log) and no Flush is
+// under way. A frame sent now leaves after all that was owed.
+func (s *sess) owesNothing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.items) == 0 && !s.flushing
+}
+
 // beginBatch holds writes back while the reader handles the frames of one
 // read, so that their answers leave in one write.
 func (s *sess) beginBatch() {

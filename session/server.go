@@ -262,8 +262,10 @@ func (c *conn) park(r *reader) bool {
 	if c.raw == nil || r.off < len(r.buf) {
 		return false
 	}
-	c.nc.SetReadDeadline(time.Time{})      // the poller reads without one,
-	c.deadlineSet = time.Time{}            // and fill sets one again after it
+	// The poller reads without a deadline; the goroutine that has the
+	// connection next sets one at its first read.
+	c.nc.SetReadDeadline(time.Time{})
+	c.deadlineSet = time.Time{}
 	r.buf, r.off, r.f.Fields = nil, 0, nil // an idle connection keeps no buffers
 	c.sess.shed()
 	return c.s.park.add(c)
@@ -498,7 +500,7 @@ type conn struct {
 	// Guarded by the poller's mutex.
 	parkID      uint64 // its id in the poller while parked, else 0
 	pollBusy    bool   // the poller is reading or answering it
-	closeWanted bool   // closed while pollBusy: the poller ends it
+	closeWanted bool   // closed: it parks no more (the poller ends it if busy with it)
 
 	wmu     sync.Mutex
 	now     serve.NowWriter // writes without waiting
