@@ -12,25 +12,7 @@ import (
 // goroutines flush one session at once (a grant pushed by another
 // session's release while the connection's own reader answers a PING).
 func TestConcurrentFlushesKeepTheOrder(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	dialed := make(chan net.Conn, 1)
-	go func() {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Error(err)
-		}
-		dialed <- c
-	}()
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer := <-dialed
-	defer peer.Close()
+	server, peer := tcpPair(t)
 	srv := &Server{cfg: Config{}.withDefaults()}
 	c := newConn(srv, server, nil)
 	defer c.close()
@@ -82,25 +64,7 @@ func (d *deadlines) SetWriteDeadline(t time.Time) error {
 // deadline behind: the writes that follow, without waiting, would fail
 // once it passed and end the connection.
 func TestDrainLeavesNoWriteDeadline(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	dialed := make(chan net.Conn, 1)
-	go func() {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Error(err)
-		}
-		dialed <- c
-	}()
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer := <-dialed
-	defer peer.Close()
+	server, peer := tcpPair(t)
 	srv := &Server{cfg: Config{}.withDefaults()}
 	d := &deadlines{TCPConn: server.(*net.TCPConn)}
 	c := newConn(srv, d, nil)
@@ -124,4 +88,34 @@ func TestDrainLeavesNoWriteDeadline(t *testing.T) {
 	if !d.last.IsZero() {
 		t.Fatalf("write deadline %v left behind", d.last)
 	}
+}
+
+// tcpPair returns both ends of a TCP connection over loopback, closed
+// when the test ends.
+func tcpPair(t *testing.T) (server, peer net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dialed := make(chan net.Conn, 1)
+	go func() {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Error(err)
+		}
+		dialed <- c
+	}()
+	server, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer = <-dialed
+	t.Cleanup(func() { server.Close() })
+	if peer == nil {
+		t.FailNow() // the dial's error is logged
+	}
+	t.Cleanup(func() { peer.Close() })
+	return server, peer
 }

@@ -186,6 +186,13 @@ func (p *poller) closeParked(c *conn) bool {
 		c.nc.Close()
 		return true
 	}
+	p.drop(c)
+	return true
+}
+
+// drop takes c, parked, out of the set, closes and ends it. It is called
+// with p.mu held, and releases it.
+func (p *poller) drop(c *conn) {
 	delete(p.conns, c.parkID)
 	c.parkID = 0
 	p.mu.Unlock()
@@ -193,7 +200,6 @@ func (p *poller) closeParked(c *conn) bool {
 	c.nc.Close()
 	c.endLater()
 	p.note("ended")
-	return true
 }
 
 // loop waits for parked connections with bytes, until close.
@@ -304,13 +310,7 @@ func (p *poller) idle(c *conn, ok bool) {
 		p.mu.Unlock()
 		return
 	}
-	delete(p.conns, c.parkID)
-	c.parkID = 0
-	p.mu.Unlock()
-	p.remove(c)
-	c.nc.Close()
-	c.endLater()
-	p.note("ended")
+	p.drop(c)
 }
 
 // read reads what c has, once, without waiting. Errors: the read's
