@@ -117,6 +117,10 @@ func (s *Store) read() (*contents, error) {
 	if err != nil {
 		return nil, fmt.Errorf("TLS certificate %s and key %s: %w", s.cfg.CertFile, s.cfg.KeyFile, err)
 	}
+	if leaf := cert.Leaf; leaf != nil && !forServers(leaf) {
+		return nil, fmt.Errorf("TLS certificate %s is for clients only: its extended key usage names neither serverAuth nor any use, "+
+			"so no client would accept it from a server", s.cfg.CertFile)
+	}
 	c := &contents{cert: cert}
 	if s.cfg.ClientCAFile != "" {
 		if c.cas, err = readCAs(s.cfg.ClientCAFile); err != nil {
@@ -243,4 +247,18 @@ func PeerName(c net.Conn) (string, bool) {
 	}
 	name, err := CertName(cs.PeerCertificates[0])
 	return name, err == nil
+}
+
+// forServers reports whether a client may accept leaf from a server: it
+// names no extended key usage (any), or serverAuth, or any.
+func forServers(leaf *x509.Certificate) bool {
+	if len(leaf.ExtKeyUsage) == 0 && len(leaf.UnknownExtKeyUsage) == 0 {
+		return true
+	}
+	for _, u := range leaf.ExtKeyUsage {
+		if u == x509.ExtKeyUsageServerAuth || u == x509.ExtKeyUsageAny {
+			return true
+		}
+	}
+	return false
 }

@@ -255,6 +255,7 @@ func TestLoadErrors(t *testing.T) {
 	garbage := filepath.Join(p.dir, "garbage.pem")
 	testcerts.WriteFile(t, garbage, []byte("hello\n"))
 	keyAsCA := p.server.Key
+	clientOnly := p.ca.Client(t, "a-client").Write(t, p.dir, "client-only")
 	tests := []struct {
 		name string
 		cfg  Config
@@ -267,6 +268,7 @@ func TestLoadErrors(t *testing.T) {
 		{"missing client CA file", Config{CertFile: p.server.Cert, KeyFile: p.server.Key, ClientCAFile: filepath.Join(p.dir, "nope-ca.crt")}, "nope-ca.crt", os.ErrNotExist},
 		{"client CA file without a certificate", Config{CertFile: p.server.Cert, KeyFile: p.server.Key, ClientCAFile: garbage}, "garbage.pem", ErrNoCertificate},
 		{"client CA file holding a key", Config{CertFile: p.server.Cert, KeyFile: p.server.Key, ClientCAFile: keyAsCA}, "PRIVATE KEY", nil},
+		{"a client's certificate", Config{CertFile: clientOnly.Cert, KeyFile: clientOnly.Key}, "for clients only", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
