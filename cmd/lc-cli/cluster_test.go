@@ -101,7 +101,8 @@ n3  10.0.0.3:22123  -               nonvoter          unreachable             - 
 		t.Fatalf("added %+v", got)
 	}
 	r = runInProcess(t, env, "cluster", "add", "n4", "10.0.0.4:22123")
-	if r.code != exitFailure || !strings.Contains(r.stderr, "n4 is a member already") || strings.Count(r.stderr, "\n") != 1 {
+	if r.code != exitFailure || !strings.Contains(r.stderr, "n4 is a member already") || strings.Contains(r.stderr, "no reason") ||
+		strings.Count(r.stderr, "\n") != 1 {
 		t.Fatalf("add of a member = %d %q", r.code, r.stderr)
 	}
 	if r := runInProcess(t, env, "cluster", "remove", "n4"); r.code != exitOK || len(fm.members) != 4 {
