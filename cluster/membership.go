@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -78,7 +79,8 @@ func idProblem(id string) error {
 }
 
 // checkAddress reports what cannot be a member's address: not host:port,
-// or a host the others cannot dial (none, or 0.0.0.0). what names it.
+// a host the others cannot dial (none, or 0.0.0.0), or a port not of 1
+// to 65535. what names it.
 func checkAddress(what, addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || port == "" || len(addr) > 255 {
@@ -86,6 +88,9 @@ func checkAddress(what, addr string) error {
 	}
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		return fmt.Errorf("%w: %s %q: name a host the other nodes can dial", ErrBadRequest, what, addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%w: %s %q: the port must be 1 to 65535", ErrBadRequest, what, addr)
 	}
 	return nil
 }
