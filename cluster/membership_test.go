@@ -141,7 +141,8 @@ func TestMembership(t *testing.T) {
 	converge(t, next, nodes)
 }
 
-// The last voter cannot be removed.
+// The last voter cannot be removed, and has nobody to hand the
+// leadership to.
 func TestRemoveLastVoter(t *testing.T) {
 	nodes := newTestCluster(t, 1)
 	lead := awaitLeader(t, nodes)
@@ -149,5 +150,8 @@ func TestRemoveLastVoter(t *testing.T) {
 	defer cancel()
 	if err := lead.c.RemoveMember(ctx, lead.id); !errors.Is(err, ErrLastVoter) {
 		t.Fatalf("remove the only voter: %v", err)
+	}
+	if err := lead.c.TransferLeadership(ctx, ""); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("transfer from the only voter: %v", err)
 	}
 }
