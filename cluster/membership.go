@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -78,7 +79,8 @@ func idProblem(id string) error {
 }
 
 // checkAddress reports what cannot be a member's address: not host:port,
-// or a host the others cannot dial (none, or 0.0.0.0). what names it.
+// a host the others cannot dial (none, or 0.0.0.0), or a port not of 1
+// to 65535. what names it.
 func checkAddress(what, addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || port == "" || len(addr) > 255 {
@@ -86,6 +88,9 @@ func checkAddress(what, addr string) error {
 	}
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		return fmt.Errorf("%w: %s %q: name a host the other nodes can dial", ErrBadRequest, what, addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%w: %s %q: the port must be 1 to 65535", ErrBadRequest, what, addr)
 	}
 	return nil
 }
@@ -270,12 +275,24 @@ func (c *Cluster) removeMember(id string) error {
 }
 
 // transfer hands the leadership to the voter of id, or to the most
-// up-to-date voter when id is "", and returns once it has.
+// up-to-date voter when id is "" (ErrBadRequest when there is no other),
+// and returns once it has.
 func (c *Cluster) transfer(id string) error {
 	if err := c.leading(); err != nil {
 		return err
 	}
 	if id == "" {
+		servers, err := c.configuration()
+		if err != nil {
+			return err
+		}
+		other := false
+		for _, s := range servers {
+			other = other || s.Suffrage == raft.Voter && string(s.ID) != c.cfg.NodeID
+		}
+		if !other {
+			return fmt.Errorf("%w: no other voter to hand the leadership to", ErrBadRequest)
+		}
 		return raftError(c.await(c.raft.LeadershipTransfer()))
 	}
 	if id == c.cfg.NodeID {
@@ -324,7 +341,8 @@ func (c *Cluster) RemoveMember(ctx context.Context, id string) error {
 
 // TransferLeadership makes the voter of id the leader (the most
 // up-to-date voter when id is ""), and returns once it leads. Errors:
-// ErrUnknownMember, ErrBadRequest (a nonvoter), ErrNoLeader, or raft's.
+// ErrUnknownMember, ErrBadRequest (a nonvoter, or no voter but this one
+// for ""), ErrNoLeader, or raft's.
 func (c *Cluster) TransferLeadership(ctx context.Context, id string) error {
 	return c.atLeader(ctx, controlRequest{Op: opTransfer, ID: id}, nil)
 }

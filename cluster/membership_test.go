@@ -82,7 +82,9 @@ func TestMembership(t *testing.T) {
 		t.Fatalf("n4 at another address: %v", err)
 	}
 	for _, bad := range []Peer{{ID: "", RaftAddress: "h:1"}, {ID: "a=b", RaftAddress: "h:1"}, {ID: "n5", RaftAddress: "h"},
-		{ID: "n5", RaftAddress: "0.0.0.0:1"}, {ID: "n5", RaftAddress: "h:1", ClientAddress: ":1"}} {
+		{ID: "n5", RaftAddress: "0.0.0.0:1"}, {ID: "n5", RaftAddress: "h:1", ClientAddress: ":1"},
+		{ID: "n5", RaftAddress: "h:99999"}, {ID: "n5", RaftAddress: "h:0"}, {ID: "n5", RaftAddress: "h:x"},
+		{ID: "n5", RaftAddress: "h:1", ClientAddress: "h:65536"}} {
 		if err := f.c.AddMember(ctx, bad, true); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("add %+v: %v", bad, err)
 		}
@@ -139,7 +141,8 @@ func TestMembership(t *testing.T) {
 	converge(t, next, nodes)
 }
 
-// The last voter cannot be removed.
+// The last voter cannot be removed, and has nobody to hand the
+// leadership to.
 func TestRemoveLastVoter(t *testing.T) {
 	nodes := newTestCluster(t, 1)
 	lead := awaitLeader(t, nodes)
@@ -147,5 +150,8 @@ func TestRemoveLastVoter(t *testing.T) {
 	defer cancel()
 	if err := lead.c.RemoveMember(ctx, lead.id); !errors.Is(err, ErrLastVoter) {
 		t.Fatalf("remove the only voter: %v", err)
+	}
+	if err := lead.c.TransferLeadership(ctx, ""); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("transfer from the only voter: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net"
+	"strconv"
 	"strings"
 
 	"github.com/locking-center/locking-center/manager"
@@ -58,11 +59,18 @@ func checkNodeID(id string) error {
 	return nil
 }
 
-// checkHostPort rejects what is not host:port with a host.
+// checkHostPort rejects what is not host:port with a host the other
+// nodes can dial (not 0.0.0.0 or ::) and a port of 1 to 65535.
 func checkHostPort(what, addr string) error {
 	host, port, err := net.SplitHostPort(addr)
-	if err != nil || host == "" || port == "" || len(addr) > 255 {
+	if err != nil || host == "" || len(addr) > 255 {
 		return usagef("%s %q: want host:port", what, addr)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return usagef("%s %q: name a host the other nodes can dial", what, addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return usagef("%s %q: the port must be 1 to 65535", what, addr)
 	}
 	return nil
 }

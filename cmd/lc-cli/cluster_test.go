@@ -101,7 +101,8 @@ n3  10.0.0.3:22123  -               nonvoter          unreachable             - 
 		t.Fatalf("added %+v", got)
 	}
 	r = runInProcess(t, env, "cluster", "add", "n4", "10.0.0.4:22123")
-	if r.code != exitFailure || !strings.Contains(r.stderr, "n4 is a member already") || strings.Count(r.stderr, "\n") != 1 {
+	if r.code != exitFailure || !strings.Contains(r.stderr, "n4 is a member already") || strings.Contains(r.stderr, "no reason") ||
+		strings.Count(r.stderr, "\n") != 1 {
 		t.Fatalf("add of a member = %d %q", r.code, r.stderr)
 	}
 	if r := runInProcess(t, env, "cluster", "remove", "n4"); r.code != exitOK || len(fm.members) != 4 {
@@ -129,6 +130,11 @@ func TestClusterUsage(t *testing.T) {
 		{"cluster", "add", "n4", "nohost"},
 		{"cluster", "add", "n4", ":22123"},
 		{"cluster", "add", "n=4", "h:1"},
+		{"cluster", "add", "n4", "h:99999"},
+		{"cluster", "add", "n4", "h:0"},
+		{"cluster", "add", "n4", "h:raft"},
+		{"cluster", "add", "n4", "0.0.0.0:22123"},
+		{"cluster", "add", "n4", "h:1", "h:65536"},
 		{"cluster", "add", "n4", "h:1", "c"},
 		{"cluster", "add", "n4", "h:1", "c:2", "d:3"},
 		{"cluster", "remove"},

@@ -245,9 +245,11 @@ func checkSourceLen(source string) error {
 
 // failure wraps err, from a client, as an exit with code 2. A bare
 // refusal ('-') of the management port carries no reason, so its message
-// says what most often causes it.
+// says what most often causes it; a refusal with the server's reason is
+// left as it is.
 func failure(err error) error {
-	if errors.Is(err, manager.ErrFailed) {
+	var refusal *manager.Refusal
+	if errors.Is(err, manager.ErrFailed) && !(errors.As(err, &refusal) && refusal.Message != "") {
 		err = fmt.Errorf("%w (the server gives no reason: a cluster's follower refuses this, so point --manager-address "+
 			"at the leader (lc-cli cluster list names it); with authentication on, it takes an admin's --token)", err)
 	}
