@@ -79,6 +79,10 @@ type Cluster struct {
 	observed  chan raft.Observation
 	closeOnce sync.Once
 	closeErr  error
+
+	failed   chan struct{} // closed when the node stopped applying (Failed)
+	failOnce sync.Once
+	failErr  error
 }
 
 // New checks cfg and returns a Cluster that has opened nothing yet.
@@ -94,7 +98,7 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	return &Cluster{cfg: cfg, log: log.With(slog.String(logNode, cfg.NodeID)), quit: make(chan struct{}),
 		done: make(chan struct{}), raftDone: make(chan struct{}), observed: make(chan raft.Observation, 64),
-		stats: newStats()}, nil
+		failed: make(chan struct{}), stats: newStats()}, nil
 }
 
 // Start opens Config.Dir (the log and stable store of Config.LogStore,
@@ -107,6 +111,7 @@ func New(cfg Config) (*Cluster, error) {
 func (c *Cluster) Start(n *mutex.Node) error {
 	c.node = n
 	c.fsm = newFSM(n, c.log)
+	c.fsm.fatal = c.fail
 	for _, p := range c.cfg.Peers {
 		c.fsm.seeded[p.ID] = p
 	}
@@ -149,7 +154,7 @@ func (c *Cluster) Start(n *mutex.Node) error {
 		c.release()
 		return fmt.Errorf("cluster: %w", err)
 	}
-	c.raft, err = raft.NewRaft(rc, c.fsm, c.logs, c.store, snaps, c.trans)
+	c.raft, err = newRaft(rc, c.fsm, c.logs, c.store, snaps, c.trans)
 	if err != nil {
 		c.release()
 		return fmt.Errorf("cluster: start raft: %w", err)
@@ -597,3 +602,42 @@ func (c *Cluster) dialAddress(addr raft.ServerAddress) string {
 // RaftAddr returns the address the raft port listens on, once Start has
 // bound it.
 func (c *Cluster) RaftAddr() net.Addr { return c.raftAddr }
+
+// fail records why the node stopped applying entries and closes failed.
+func (c *Cluster) fail(err error) {
+	c.failOnce.Do(func() {
+		c.failErr = err
+		close(c.failed)
+	})
+}
+
+// Failed is closed once this node met an entry of its log that does not
+// decode and stopped applying entries; Err then says why. Its owner must
+// stop the node (Close): its table no longer follows the log.
+func (c *Cluster) Failed() <-chan struct{} { return c.failed }
+
+// Err returns why Failed is closed, or nil.
+func (c *Cluster) Err() error {
+	select {
+	case <-c.failed:
+		return c.failErr
+	default:
+		return nil
+	}
+}
+
+// ErrDamagedLog: the raft log in Config.Dir cannot be read back (Start).
+var ErrDamagedLog = errors.New("the raft log cannot be read back")
+
+// newRaft is raft.NewRaft, which panics when the log store cannot read
+// back the entries it lists (a damaged log): that is returned as an
+// error wrapping ErrDamagedLog.
+func newRaft(rc *raft.Config, fsm raft.FSM, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore,
+	trans raft.Transport) (r *raft.Raft, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r, err = nil, fmt.Errorf("%w: %v", ErrDamagedLog, p)
+		}
+	}()
+	return raft.NewRaft(rc, fsm, logs, stable, snaps, trans)
+}

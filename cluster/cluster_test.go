@@ -524,3 +524,71 @@ func TestCloseAfterFailedStart(t *testing.T) {
 		t.Fatal("Close after a failed Start did not return")
 	}
 }
+
+// An entry that does not decode stops the node's state machine: nothing
+// after it applies (the table would no longer follow the log), no
+// snapshot is taken, and the node's owner is told, once.
+func TestDamagedEntryStopsTheNode(t *testing.T) {
+	n := mutex.NewNode(mutex.NodeConfig{})
+	defer n.Close()
+	f := newFSM(n, slog.New(slog.DiscardHandler))
+	var told []error
+	f.fatal = func(err error) { told = append(told, err) }
+	at := time.Unix(1_800_000_000, 0)
+	acquire := func(key string) []byte {
+		return appendCommandEntry(nil, &mutex.Command{Op: mutex.OpAcquire, At: at, Key: key, Source: "s", Floor: 1 << 20})
+	}
+	f.Apply(&raft.Log{Index: 1, Data: acquire("before")})
+	f.Apply(&raft.Log{Index: 2, Data: []byte{entryCommand, 1}})
+	f.Apply(&raft.Log{Index: 3, Data: acquire("after")})
+	if len(told) != 1 || !errors.Is(told[0], errEntry) || !strings.Contains(told[0].Error(), "entry 2") {
+		t.Fatalf("told %v, want once, of entry 2", told)
+	}
+	if _, ok := n.Holder("before"); !ok {
+		t.Fatal("the entry before the damaged one did not apply")
+	}
+	if _, ok := n.Holder("after"); ok {
+		t.Fatal("an entry after the damaged one applied")
+	}
+	if got := f.applied.Load(); got != 1 {
+		t.Fatalf("applied index %d, want 1", got)
+	}
+	if _, err := f.Snapshot(); err == nil {
+		t.Fatal("a snapshot of a table that no longer follows the log was taken")
+	}
+}
+
+// brokenLogs lists entries it cannot read back, as a damaged log store
+// does.
+type brokenLogs struct{ *raft.InmemStore }
+
+func (b brokenLogs) GetLog(i uint64, l *raft.Log) error {
+	if i == 1 {
+		return errors.New("short buffer")
+	}
+	return b.InmemStore.GetLog(i, l)
+}
+
+// A log store that cannot read back the entries it lists makes raft's
+// constructor panic; newRaft returns that as ErrDamagedLog instead.
+func TestDamagedLogAtStart(t *testing.T) {
+	store := raft.NewInmemStore()
+	for i := range uint64(2) {
+		if err := store.StoreLog(&raft.Log{Index: i + 1, Term: 1, Type: raft.LogCommand, Data: []byte{entryCommand}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.SetUint64([]byte("CurrentTerm"), 1); err != nil {
+		t.Fatal(err)
+	}
+	_, trans := raft.NewInmemTransport("")
+	rc := raft.DefaultConfig()
+	rc.LocalID = "n1"
+	rc.Logger = newHCLogger(slog.New(slog.DiscardHandler))
+	n := mutex.NewNode(mutex.NodeConfig{})
+	defer n.Close()
+	_, err := newRaft(rc, newFSM(n, slog.New(slog.DiscardHandler)), brokenLogs{store}, store, raft.NewInmemSnapshotStore(), trans)
+	if !errors.Is(err, ErrDamagedLog) || !strings.Contains(err.Error(), "short buffer") {
+		t.Fatalf("newRaft: %v, want ErrDamagedLog", err)
+	}
+}

@@ -33,8 +33,12 @@
 //	   and forward v1 requests there.
 //	3  forget: JSON {"id"}: the member of id was removed; its record goes.
 //
-// An entry that does not decode is skipped, by every node alike, and
-// logged.
+// A leader proposes only entries it encoded, so an entry that does not
+// decode means the node's copy of the log is damaged (or was written by a
+// newer lcd). The node then applies nothing more, takes no snapshot, and
+// Cluster.Failed is closed: lcd stops with exit code 4. Skipping the
+// entry would leave its table unlike the other nodes', and as a leader it
+// could grant a key another session holds.
 //
 // # Snapshots
 //

@@ -28,6 +28,11 @@ type fsm struct {
 	mmu     sync.Mutex
 	members map[string]Peer // recorded in the log, by node id
 	seeded  map[string]Peer // from the configuration, for those the log has none of
+
+	// failed, once an entry did not decode: the node applies nothing
+	// more, takes no snapshot, and fatal (set before raft starts) is told.
+	failed error
+	fatal  func(error)
 }
 
 func newFSM(n *mutex.Node, log *slog.Logger) *fsm {
@@ -35,15 +40,27 @@ func newFSM(n *mutex.Node, log *slog.Logger) *fsm {
 }
 
 // Apply applies one committed entry. Its time travels in the command: it
-// reads no clock. An entry that does not decode is skipped, by every node
-// alike, and logged.
+// reads no clock. A leader proposes only entries it encoded, so an entry
+// that does not decode means this node's copy of the log is damaged (or
+// written by a newer lcd): applying on past it would leave this node's
+// table unlike the others', and a leader of such a table could grant a
+// key that another session holds. The node stops instead: it applies
+// nothing more and tells fatal.
 func (f *fsm) Apply(l *raft.Log) any {
 	e, err := decodeEntry(l.Data)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
+	case f.failed != nil:
+		return nil
 	case err != nil:
-		f.log.Error("skipped a log entry that does not decode", slog.Uint64(logIndex, l.Index), slog.Any(logError, err))
+		f.failed = fmt.Errorf("raft log entry %d does not decode (the log of this node is damaged): %w", l.Index, err)
+		f.log.Error("a raft log entry does not decode: this node applies nothing more and stops", slog.Uint64(logIndex, l.Index),
+			slog.Any(logError, err))
+		if f.fatal != nil {
+			f.fatal(f.failed)
+		}
+		return nil
 	case e.kind == entryMember:
 		f.mmu.Lock()
 		f.members[e.member.ID] = e.member
@@ -133,6 +150,12 @@ func copyTable(n *mutex.Node) *mutex.Table {
 // Snapshot copies the table and the members; Persist writes the copy
 // while entries go on applying.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	failed := f.failed
+	f.mu.Unlock()
+	if failed != nil {
+		return nil, failed // the table is not the log's
+	}
 	h := snapshotHeader{Format: snapshotFormat, Index: f.applied.Load()}
 	for _, p := range f.memberList(false) {
 		h.Members = append(h.Members, memberJSON{ID: p.ID, Raft: p.RaftAddress, Client: p.ClientAddress})

@@ -221,6 +221,17 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return nil
 		})
 	}
+	if cl != nil {
+		g.Go(func() error {
+			select {
+			case <-cl.Failed():
+				return &exitError{code: exitStore, err: fmt.Errorf("RAFT_DIR %s: %w; this node stopped: restore it as docs/ha.md says "+
+					"(remove it, empty the directory, add it back)", cfg.Cluster.Dir, cl.Err())}
+			case <-gctx.Done():
+				return nil
+			}
+		})
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		log.Info("shutting down: mutex and management ports closed, HTTP API and metrics draining",
@@ -245,6 +256,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return nil
 	})
 	if err := g.Wait(); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return ee
+		}
 		return &exitError{code: exitRuntime, err: err}
 	}
 	log.Info("lcd stopped")
