@@ -170,3 +170,24 @@ func TestMembershipNeedsAnAdmin(t *testing.T) {
 		t.Fatalf("an admin's members: %+v, %v", ms, err)
 	}
 }
+
+// leaderless is a Membership whose cluster has no leader: every change
+// waits for one until its context ends.
+type leaderless struct{ fakeCluster }
+
+func (leaderless) AddMember(ctx context.Context, _ Member) error {
+	<-ctx.Done()
+	return ErrNoLeader
+}
+
+// Without a leader, a client that waits as long as the server's timeout
+// hears that no leader answered, not its own timeout.
+func TestNoLeaderAnswersBeforeTheClientGivesUp(t *testing.T) {
+	const timeout = 2 * time.Second
+	_, c := startWith(t, Config{Timeout: timeout, Membership: &leaderless{}})
+	c.ReadTimeout = timeout
+	err := c.AddMember(context.Background(), Member{ID: "n4", RaftAddress: "10.0.0.4:22123", Voter: true})
+	if !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("add without a leader: %v, want ErrNoLeader", err)
+	}
+}

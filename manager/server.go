@@ -23,7 +23,10 @@ var ErrClosed = errors.New("manager: closed")
 // Config configures a Server.
 type Config struct {
 	// Timeout bounds the arrival of a request and the write of its
-	// response. Zero means DefaultTimeout (10 s).
+	// response; a membership command waits for the cluster's leader for
+	// half of it, so that a client that waits as long as Timeout hears
+	// "no leader answered" rather than its own timeout. Zero means
+	// DefaultTimeout (10 s).
 	Timeout time.Duration
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
@@ -143,7 +146,7 @@ func (s *Server) member(req Request) []byte {
 	if s.membership == nil {
 		return appendRefusal(nil, fmt.Errorf("%w: lcd runs without NODE_ID", ErrNotCluster))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout/2) // see Config.Timeout
 	defer cancel()
 	var err error
 	switch req.Cmd {
