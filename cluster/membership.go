@@ -78,19 +78,29 @@ func idProblem(id string) error {
 	return nil
 }
 
-// checkAddress reports what cannot be a member's address: not host:port,
-// a host the others cannot dial (none, or 0.0.0.0), or a port not of 1
-// to 65535. what names it.
+// checkAddress reports what cannot be a member's address (see
+// Dialable); what names it.
 func checkAddress(what, addr string) error {
+	if err := Dialable(addr); err != nil {
+		return fmt.Errorf("%w: %s %q: %w", ErrBadRequest, what, addr, err)
+	}
+	return nil
+}
+
+// Dialable reports what makes addr unfit to be sent to other nodes and to
+// clients as where to reach a node: not host:port (of at most 255 bytes),
+// no host or one that means every interface (0.0.0.0, ::), or a port not
+// of 1 to 65535. Nil: fit.
+func Dialable(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || port == "" || len(addr) > 255 {
-		return fmt.Errorf("%w: %s %q: want host:port", ErrBadRequest, what, addr)
+		return errors.New("want host:port")
 	}
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		return fmt.Errorf("%w: %s %q: name a host the other nodes can dial", ErrBadRequest, what, addr)
+		return errors.New("name a host the other nodes can dial")
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("%w: %s %q: the port must be 1 to 65535", ErrBadRequest, what, addr)
+		return errors.New("the port must be 1 to 65535")
 	}
 	return nil
 }

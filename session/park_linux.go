@@ -295,7 +295,7 @@ func (p *poller) ready(id uint64) {
 	}
 	r.buf, r.off = append(make([]byte, 0, max(n, initialRead)), p.buf[:n]...), 0
 	p.note("unparked")
-	if !p.srv.group.Go(func() { c.run(r) }) {
+	if !p.srv.group.Go(func() { c.run(r, false) }) {
 		c.nc.Close()
 		c.end()
 	}

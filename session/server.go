@@ -200,22 +200,27 @@ func (s *Server) Serve(nc net.Conn, got []byte, finish func(net.Conn)) (keep boo
 		c.end()
 		return false
 	}
-	return c.run(r)
+	return c.run(r, true)
 }
 
 // run handles c's frames until the connection ends, and then ends it, or
-// parks, and reports whether it parked. (It is kept apart from begin and
-// batch so that the stack of a connection parked in a read stays small
-// enough for the garbage collector to shrink it.)
-func (c *conn) run(r *reader) (parked bool) {
+// parks, and reports whether it parked; opened tells that r holds what
+// followed the HELLO or RESUME. (It is kept apart from begin and batch
+// so that the stack of a connection parked in a read stays small enough
+// for the garbage collector to shrink it.)
+func (c *conn) run(r *reader, opened bool) (parked bool) {
 	for {
-		if !c.batch(r) {
+		ok, pings, others := c.batch(r)
+		if !ok {
 			c.end()
 			return false
 		}
-		if c.onlyPings && c.park(r) {
+		// Idle at once: the client sent PINGs only, or nothing yet after
+		// opening its session.
+		if others == 0 && (pings > 0 || opened) && c.park(r) {
 			return true
 		}
+		opened = false
 		err := c.fill(r)
 		if errors.Is(err, errParked) {
 			return true
@@ -349,34 +354,26 @@ func (c *conn) begin(got []byte) *reader {
 	nc.SetReadDeadline(time.Time{})
 	c.r = r
 	if c.s.park != nil {
-		if sc, ok := nc.(syscall.Conn); ok { // not a *tls.Conn
-			c.raw, _ = sc.SyscallConn()
-		}
+		c.raw = c.now.Raw() // nil for a *tls.Conn: it never parks
 	}
 	return r
 }
 
 // batch handles the whole frames read so far, their answers held back to
-// leave in one write, and reports whether the connection goes on. It
-// notes in c.onlyPings whether they were all PINGs (or none, in the
-// first batch: after the HELLO or RESUME that opened the connection).
-func (c *conn) batch(r *reader) bool {
+// leave in one write, and reports whether the connection goes on and how
+// many of the frames were PINGs and how many others.
+func (c *conn) batch(r *reader) (ok bool, pings, others int) {
 	c.sess.beginBatch()
-	pings, others := 0, 0
-	defer func() {
-		c.onlyPings = others == 0 && (pings > 0 || !c.batched)
-		c.batched = true
-	}()
 	for {
 		err := r.parse(&r.f)
 		if errors.Is(err, errIncomplete) {
 			c.sess.endBatch()
-			return true
+			return true, pings, others
 		}
 		if err != nil {
 			c.sess.endBatch()
 			c.refuseFrame(err)
-			return false
+			return false, pings, others
 		}
 		if r.f.Type == TypePing {
 			pings++
@@ -385,7 +382,7 @@ func (c *conn) batch(r *reader) bool {
 		}
 		if !c.handle(&r.f) {
 			c.sess.endBatch()
-			return false
+			return false, pings, others
 		}
 	}
 }
@@ -494,8 +491,6 @@ type conn struct {
 	// while it is parked.
 	raw         syscall.RawConn // nil: it never parks
 	deadlineSet time.Time       // when the read deadline was last moved on
-	onlyPings   bool            // see batch
-	batched     bool            // a batch has been handled
 
 	// Guarded by the poller's mutex.
 	parkID      uint64 // its id in the poller while parked, else 0

@@ -323,21 +323,13 @@ func positiveDuration(name, v string) (time.Duration, error) {
 }
 
 // reachable checks addr, an address other machines are told to reach
-// this node at (empty: not set): a host, not one that means every
-// interface, and a port.
+// this node at (empty: not set), as cluster.Dialable does.
 func reachable(name, addr string) error {
 	if addr == "" {
 		return nil
 	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
+	if err := cluster.Dialable(addr); err != nil {
 		return fmt.Errorf("%s %q: %w", name, addr, err)
-	}
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-		return fmt.Errorf("%s %q names no host that others can reach: give this node's host name or IP address", name, addr)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("%s %q: the port must be 1 to 65535", name, addr)
 	}
 	return nil
 }

@@ -2,7 +2,10 @@
 
 package serve
 
-import "net"
+import (
+	"net"
+	"syscall"
+)
 
 // NowWriter writes nothing where a socket cannot be written without
 // waiting: the caller's goroutine does it all.
@@ -10,6 +13,9 @@ type NowWriter struct{}
 
 // Init does nothing.
 func (w *NowWriter) Init(net.Conn) {}
+
+// Raw returns nil: there is no descriptor to use.
+func (w *NowWriter) Raw() syscall.RawConn { return nil }
 
 // Write writes nothing and returns 0.
 func (w *NowWriter) Write([]byte) (int, error) { return 0, nil }

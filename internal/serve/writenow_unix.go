@@ -30,6 +30,15 @@ func (w *NowWriter) Init(c net.Conn) {
 	}
 }
 
+// Raw returns the descriptor's access of the connection, nil when it has
+// none (a *tls.Conn, a net.Pipe) or it could not be had.
+func (w *NowWriter) Raw() syscall.RawConn {
+	if w.rcErr != nil {
+		return nil
+	}
+	return w.rc
+}
+
 // Write writes as much of b as the socket takes without waiting, and
 // returns how much that was. A connection without a descriptor (a
 // *tls.Conn, a net.Pipe) is written with its Write, which may wait.
