@@ -112,7 +112,7 @@ type Config struct {
 // ParsePeers parses RAFT_PEERS: comma-separated id=raftaddr=clientaddr;
 // a peer's client address may be left out (id=raftaddr), and is then
 // known once that node has led. Errors: a peer not of that form, an
-// address without a port, an id or a raft address given twice.
+// address that is not Dialable, an id or a raft address given twice.
 func ParsePeers(s string) ([]Peer, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
@@ -133,8 +133,8 @@ func ParsePeers(s string) ([]Peer, error) {
 			if a == p.ClientAddress && a == "" {
 				continue
 			}
-			if _, _, err := net.SplitHostPort(a); err != nil {
-				return nil, fmt.Errorf("peer %q: %w", p.ID, err)
+			if err := Dialable(a); err != nil {
+				return nil, fmt.Errorf("peer %q: address %q: %w", p.ID, a, err)
 			}
 		}
 		if seen[p.ID] {

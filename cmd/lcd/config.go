@@ -209,13 +209,6 @@ func (o *options) clusterConfig(cfg Config) (*cluster.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft-peers: %w", err)
 	}
-	for _, p := range peers {
-		for _, a := range []struct{ name, addr string }{{"raft address", p.RaftAddress}, {"client address", p.ClientAddress}} {
-			if err := reachable(fmt.Sprintf("raft-peers: peer %q: %s", p.ID, a.name), a.addr); err != nil {
-				return nil, err
-			}
-		}
-	}
 	dial, err := cluster.ParseDial(o.raftDial)
 	if err != nil {
 		return nil, fmt.Errorf("raft-dial: %w", err)
