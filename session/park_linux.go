@@ -272,7 +272,16 @@ func (p *poller) ready(id uint64) {
 		p.idle(c, true)
 		return
 	}
-	if err == nil && n > 0 {
+	if n == 0 {
+		// The end of the connection, or its error: it ends here, as its
+		// goroutine would after one more read.
+		if err != nil {
+			c.ended(err)
+		}
+		p.idle(c, false)
+		return
+	}
+	if err == nil {
 		c.sess.live.Load().Touch()
 		if frames, ok := p.answerPings(p.buf[:n]); ok && c.s.leading() && c.sess.owesNothing() {
 			c.sendFrames(p.out, frames) // copies what the socket does not take
