@@ -283,8 +283,7 @@ func (p *poller) ready(id uint64) {
 	}
 	if err == nil {
 		c.sess.live.Load().Touch()
-		if frames, ok := p.answerPings(p.buf[:n]); ok && c.s.leading() && c.sess.owesNothing() {
-			c.sendFrames(p.out, frames) // copies what the socket does not take
+		if frames, ok := p.answerPings(p.buf[:n]); ok && c.s.leading() && c.sess.sendFirst(c, p.out, frames) {
 			p.idle(c, true)
 			p.note("answered")
 			return

@@ -654,3 +654,28 @@ func TestParkedConnectionsEndUnderChurn(t *testing.T) {
 		return len(e.session.conns) == 1 && parkedCount(e) <= 1 && gate.Open() == 1
 	})
 }
+
+// A frame queued for a parked connection while the poller writes the OKs
+// of its PINGs (here the GOODBYE of the session's expiry) leaves after
+// them: nothing may follow a GOODBYE.
+func TestPollerAnswerPrecedesWhatIsQueuedMeanwhile(t *testing.T) {
+	e := start(t, envOptions{cfg: Config{ParkAfter: time.Millisecond}})
+	seen := watchPoller(t, e)
+	c := e.hello(t, "c")
+	await(t, seen, "parked", "unparked")
+	queued := make(chan struct{})
+	hook := func(s *sess) {
+		sendFirstHook.Store(nil) // once
+		s.queueRaw(goodbye(CodeSessionExpired, "the session expired"))
+		s.closeAfterFlush()
+		close(queued)
+	}
+	sendFirstHook.Store(&hook)
+	t.Cleanup(func() { sendFirstHook.Store(nil) })
+	c.write(frameOf(TypePing, c.id+1))
+	<-queued
+	if f := c.expect(TypeOK); f.ID != c.id+1 {
+		t.Fatalf("OK of id %d, want %d", f.ID, c.id+1)
+	}
+	c.expectGoodbye(CodeSessionExpired)
+}

@@ -103,14 +103,31 @@ func (s *sess) shed() {
 	s.mu.Unlock()
 }
 
-// owesNothing reports whether everything owed has been handed to the
-// connection: nothing is queued (or waits for the log) and no Flush is
-// under way. A frame sent now leaves after all that was owed.
-func (s *sess) owesNothing() bool {
+// sendFirst writes b, frames whole frames, to c when c is the session's
+// connection and everything owed has been handed to it already: nothing
+// is queued (or waits for the log) and no Flush is under way. It reports
+// whether it wrote. While it writes it is the session's flusher, so that
+// what is queued meanwhile (the GOODBYE of the session's expiry, say)
+// leaves after b, never before it.
+func (s *sess) sendFirst(c *conn, b []byte, frames int) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.items) == 0 && !s.flushing
+	if len(s.items) > 0 || s.flushing || s.conn != c {
+		s.mu.Unlock()
+		return false
+	}
+	s.flushing, s.again = true, false
+	s.mu.Unlock()
+	if h := sendFirstHook.Load(); h != nil {
+		(*h)(s)
+	}
+	c.sendFrames(b, frames)
+	s.mu.Lock()
+	s.flushRest()
+	return true
 }
+
+// sendFirstHook, when set (tests), runs in sendFirst just before it writes.
+var sendFirstHook atomic.Pointer[func(*sess)]
 
 // beginBatch holds writes back while the reader handles the frames of one
 // read, so that their answers leave in one write.
@@ -161,17 +178,21 @@ func (s *sess) Flush() {
 		s.mu.Unlock()
 		return
 	}
-	s.flushing = true
-	for {
+	s.flushing, s.again = true, true
+	s.flushRest()
+}
+
+// flushRest is the flusher's loop: while another asked for a flush since
+// the last pass (again), it passes once more. It is called by the flusher
+// with s.mu held, and releases it.
+func (s *sess) flushRest() {
+	for s.again {
 		s.again = false
 		s.flushOnce() // unlocks s.mu
 		s.mu.Lock()
-		if !s.again {
-			s.flushing = false
-			s.mu.Unlock()
-			return
-		}
 	}
+	s.flushing = false
+	s.mu.Unlock()
 }
 
 // flushOnce writes what is owed and ready, as Flush says. It is called
