@@ -815,7 +815,7 @@ func (t *Table) dropIfIdle(e *entry) {
 // holders reached).
 func (t *Table) wouldDeadlock(r *request) bool {
 	s := r.sess
-	if s.heldN == 0 && s.parkedN == 0 {
+	if !s.waitedFor(r.owner) {
 		return false
 	}
 	t.visitGen++
@@ -874,6 +874,32 @@ func (t *Table) wouldDeadlock(r *request) bool {
 	t.stack = stack[:0]
 	return found
 }
+
+// waitedFor reports whether another request may wait for the node (s,
+// owner): the node holds a key, or has a request parked that later ones
+// queue behind. It answers true without looking when s holds or parks
+// more than waitedForScan requests, where the search is left to decide.
+// (A request just parking arrived last in its queue: nobody waits behind
+// it yet.)
+func (s *session) waitedFor(owner string) bool {
+	if s.heldN+s.parkedN > waitedForScan {
+		return true
+	}
+	for h := s.heldHead; h != nil; h = h.snext {
+		if h.owner == owner {
+			return true
+		}
+	}
+	for p := s.parkedHead; p != nil; p = p.snext {
+		if p.owner == owner {
+			return true
+		}
+	}
+	return false
+}
+
+// waitedForScan bounds the scan of waitedFor.
+const waitedForScan = 64
 
 // --- entry helpers ---
 
