@@ -875,23 +875,24 @@ func (t *Table) wouldDeadlock(r *request) bool {
 	return found
 }
 
-// waitedFor reports whether another request may wait for the node (s,
-// owner): the node holds a key, or has a request parked that later ones
-// queue behind. It answers true without looking when s holds or parks
+// waitedFor reports whether a request may be waiting for the node (s,
+// owner): the node holds a key that has requests queued, or has a request
+// parked that others queue behind. (A request just parking is last in its
+// queue, and queued already: when the node holds that key, it counts.)
+// Nobody waits for a node that waitedFor clears, so no cycle of waits can
+// pass through it. It answers true without looking when s holds or parks
 // more than waitedForScan requests, where the search is left to decide.
-// (A request just parking arrived last in its queue: nobody waits behind
-// it yet.)
 func (s *session) waitedFor(owner string) bool {
 	if s.heldN+s.parkedN > waitedForScan {
 		return true
 	}
 	for h := s.heldHead; h != nil; h = h.snext {
-		if h.owner == owner {
+		if h.owner == owner && h.e.x != nil && h.e.x.queued > 0 {
 			return true
 		}
 	}
 	for p := s.parkedHead; p != nil; p = p.snext {
-		if p.owner == owner {
+		if p.owner == owner && p.next != nil {
 			return true
 		}
 	}

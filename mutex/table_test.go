@@ -503,6 +503,32 @@ func TestDeadlockDetection(t *testing.T) {
 	b.want(b.apply(Command{Op: OpAcquire, Session: r, Key: "s", Mode: Shared, Owner: "2"}), StatusParked)
 }
 
+// A node is waited for by the queue of a key it holds and by a request
+// queued behind one it has parked; a cycle through either is refused,
+// however little else the node holds, and a node that nobody waits for
+// parks.
+func TestDeadlockThroughEveryKindOfWait(t *testing.T) {
+	b := newBench(t)
+	h, p, q := b.open("h"), b.open("p"), b.open("q")
+	acq := func(s uint64, key, owner string) Result {
+		return b.apply(Command{Op: OpAcquire, Session: s, Key: key, Owner: owner})
+	}
+	b.want(acq(h, "k", ""), StatusGranted)
+	b.want(acq(q, "m", ""), StatusGranted)
+	// p holds nothing; its request on k has q's behind it: q waits for p.
+	b.want(acq(p, "k", ""), StatusParked)
+	b.want(acq(q, "k", ""), StatusParked)
+	b.want(acq(p, "m", ""), StatusDeadlock) // p → q (holds m) → p (ahead of q on k)
+	// Another owner of p holds nothing and waits for nothing: it parks.
+	b.want(acq(p, "m", "other"), StatusParked)
+	// h holds k, which p and q wait for; h's wait for m (q's) closes a cycle.
+	b.want(acq(h, "m", ""), StatusDeadlock) // h → q (holds m) → h (holds k, which q waits for)
+	// A node whose key nobody waits for makes no cycle.
+	z := b.open("z")
+	b.want(acq(z, "n", ""), StatusGranted)
+	b.want(acq(z, "m", ""), StatusParked)
+}
+
 func TestRestartRaisesTokensAndWithdrawsConnectionBound(t *testing.T) {
 	b := newBench(t)
 	b.want(b.v1("k", "h"), StatusGranted)
