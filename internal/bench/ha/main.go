@@ -111,6 +111,10 @@ func main() {
 	fmt.Printf("# High-availability benchmark run %s, %d CPUs, round %v x %d, load average %s\n\n",
 		time.Now().UTC().Format(time.RFC3339), numCPU(), *duration, *rounds, loadAvg())
 
+	one, three := diskSyncs(dir, 1), diskSyncs(dir, 3)
+	fmt.Printf("The disk under the nodes' directories takes %.0f appends with fsync a second from one writer, %.0f in all from three at once\n"+
+		"(the three nodes of a cluster share it here: each syncs its raft log once per batch of entries).\n\n", one, three)
+
 	var lcs []*lcdCluster
 	for _, st := range strings.Split(*storeList, ",") {
 		lc := startLCD(lcd, dir, st)
@@ -135,6 +139,38 @@ func main() {
 		}
 	}
 	fmt.Printf("Load average at the end: %s\n", loadAvg())
+}
+
+// diskSyncs returns how many appends of 200 bytes, each followed by
+// fsync, writers files in dir take per second in all, over about a second.
+func diskSyncs(dir string, writers int) float64 {
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("sync-probe-%d", i)))
+			if err != nil {
+				log.Fatal(err)
+			}
+			defer os.Remove(f.Name())
+			defer f.Close()
+			b := make([]byte, 200)
+			for time.Since(start) < time.Second {
+				if _, err := f.Write(b); err != nil {
+					log.Fatal(err)
+				}
+				if err := f.Sync(); err != nil {
+					log.Fatal(err)
+				}
+				total.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(total.Load()) / time.Since(start).Seconds()
 }
 
 // loadAvg returns the first three fields of /proc/loadavg: the machine's
