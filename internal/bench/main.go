@@ -32,7 +32,8 @@
 //   - session-hotkey: 16 and 64 sessions on one key, all queued before the
 //     first grant, each writing its next ACQUIRE and its RELEASE in one
 //     write; cycles per session and the handoff time from a RELEASE's
-//     write to the next holder's GRANTED.
+//     write to the next holder's GRANTED, for lcd and for the session
+//     floor with a FIFO queue per key (floor -session -queue).
 //   - session-memory: RSS (and, for lcd, Go heap and stacks from its
 //     metrics) per idle session with 10,000 sessions and per parked
 //     request, and the server's CPU while those sessions PING every
@@ -152,7 +153,7 @@ func main() {
 		sessionThroughput(lcd, floor, *redisBin, *before)
 	}
 	if slices.Contains(parts, "session-hotkey") {
-		sessionHotKey(lcd, *before)
+		sessionHotKey(lcd, floor, *before)
 	}
 	if slices.Contains(parts, "session-memory") {
 		sessionMemory(lcd, floor, *before)

@@ -239,12 +239,15 @@ func ratioOr(a, b []float64, format string) string {
 
 // sessionHotKey runs sessions on one key of lcd, and of the lcd of
 // beforeBin when it is given.
-func sessionHotKey(lcdBin, beforeBin string) {
+func sessionHotKey(lcdBin, floorBin, beforeBin string) {
 	fmt.Println("## One hot key on sessions")
 	fmt.Println()
 	fmt.Println("| server | sessions | cycles/s | min cycles per session | max cycles per session | handoff p50 µs | handoff p90 µs | handoff p99 µs |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, clients := range hotClients {
+		floor := startFloor(floorBin, "-session", "-queue")
+		sessionHotKeyRound(floor, "floor", clients)
+		floor.stop()
 		for _, bin := range []string{lcdBin, beforeBin} {
 			if bin == "" {
 				continue

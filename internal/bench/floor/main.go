@@ -11,13 +11,17 @@
 //     to the rest, with no sessions and no queues; the answers to the
 //     frames of one read leave in one write, as lcd's do. It decodes
 //     frames with lcd's decoder (session.ParseFrame).
+//   - With -session -queue, the floor of a contended key: the same, but
+//     each key has a holder and a FIFO queue; an ACQUIRE of a held key
+//     waits (no answer), a RELEASE writes GRANTED to the next waiter at
+//     once, and DESCRIBE answers INFO with the queue's length.
 //
 // It listens as lcd's mutex port does (oneshot.Listen: no TCP keep-alive,
 // deferred accept on Linux), so the comparison is of the work done per
 // connection and not of socket options. One goroutine serves each
 // connection.
 //
-// Usage: floor [-session] ADDR. It prints its bound address on the first
+// Usage: floor [-session [-queue]] ADDR. It prints its bound address on the first
 // line of standard output and serves until killed.
 package main
 
@@ -34,7 +38,8 @@ import (
 
 func main() {
 	sessions := flag.Bool("session", false, "serve the session protocol instead of v1")
-	flag.Usage = func() { fmt.Fprintln(os.Stderr, "usage: floor [-session] ADDR") }
+	flag.BoolVar(&queued, "queue", false, "with -session: keep each key's holder and FIFO queue of ACQUIREs, granting the next at each RELEASE")
+	flag.Usage = func() { fmt.Fprintln(os.Stderr, "usage: floor [-session [-queue]] ADDR") }
 	flag.Parse()
 	if flag.NArg() != 1 {
 		flag.Usage()
