@@ -70,6 +70,9 @@ type Cluster struct {
 	// raftAddr is the address the raft port listens on.
 	raftAddr net.Addr
 	stats    *stats // the collector's figures (stats.go)
+	// addressTicks, when set before Start, paces keepAddress in place
+	// of a ticker of the election timeout (tests).
+	addressTicks <-chan time.Time
 
 	ready     atomic.Bool // the leader's restart applied in this term
 	quit      chan struct{}

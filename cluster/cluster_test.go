@@ -26,8 +26,9 @@ type testNode struct {
 	cfg     Config
 	c       *Cluster
 	n       *mutex.Node
-	leading atomic.Bool   // OnLeader's last call
-	changed chan struct{} // shared by the cluster's nodes: a node's OnLeader was called
+	leading atomic.Bool    // OnLeader's last call
+	changed chan struct{}  // shared by the cluster's nodes: a node's OnLeader was called
+	setup   func(*Cluster) // when set, called between New and Start
 }
 
 // tWriter sends logs to t.Log.
@@ -138,6 +139,9 @@ func (tn *testNode) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	tn.c = c
+	if tn.setup != nil {
+		tn.setup(c)
+	}
 	tn.n = mutex.NewNode(mutex.NodeConfig{Replicator: c})
 	if err := c.Start(tn.n); err != nil {
 		t.Fatal(err)

@@ -56,12 +56,19 @@ type controlRequest struct {
 
 // controlResponse is a control response's JSON: Code and Error when it
 // failed (Leader names the leader's id with not_leader, when known);
-// Node answers a status.
+// Node answers a status; Index and Recorded answer a member request.
 type controlResponse struct {
 	Code   string      `json:"code,omitempty"`
 	Error  string      `json:"error,omitempty"`
 	Leader string      `json:"leader,omitempty"`
 	Node   *nodeStatus `json:"node,omitempty"`
+	// Index is the log position by which the leader's log records the
+	// member's addresses: the entry it wrote, or the last it had applied
+	// when it held them already.
+	Index uint64 `json:"index,omitempty"`
+	// Recorded: the leader wrote an entry for the request (it held other
+	// addresses or none).
+	Recorded bool `json:"recorded,omitempty"`
 }
 
 // nodeStatus is what a node answers a status request with.
@@ -126,7 +133,11 @@ func (c *Cluster) execute(req *controlRequest) controlResponse {
 	var err error
 	switch req.Op {
 	case opMember:
-		err = c.recordMember(Peer{ID: req.ID, RaftAddress: req.Raft, ClientAddress: req.Client})
+		var r controlResponse
+		r.Index, r.Recorded, err = c.recordMember(Peer{ID: req.ID, RaftAddress: req.Raft, ClientAddress: req.Client})
+		if err == nil {
+			return r
+		}
 	case opAdd:
 		err = c.addMember(Peer{ID: req.ID, RaftAddress: req.Raft, ClientAddress: req.Client}, req.Voter)
 	case opRemove:
@@ -227,21 +238,23 @@ const leaderRetry = 50 * time.Millisecond
 
 // atLeader carries out req at the leader: here when this node leads,
 // otherwise at the leader's raft port, following a node that answers that
-// it no longer leads, until ctx ends. Errors: ErrNoLeader when no leader
-// answered before ctx ended, or the operation's. retrying, unless nil,
-// is called with each error that atLeader asks again after.
-func (c *Cluster) atLeader(ctx context.Context, req controlRequest, retrying func(error)) error {
+// it no longer leads, until ctx ends, and returns the leader's answer.
+// Errors: ErrNoLeader when no leader answered before ctx ended, or the
+// operation's. retrying, unless nil, is called with each error that
+// atLeader asks again after.
+func (c *Cluster) atLeader(ctx context.Context, req controlRequest, retrying func(error)) (controlResponse, error) {
 	var last error
 	for {
 		addr, id := c.raft.LeaderWithID()
+		var resp controlResponse
 		var err error
 		switch {
 		case id == "":
 			err = ErrNoLeader
 		case string(id) == c.cfg.NodeID:
-			err = errorOf(c.execute(&req))
+			resp = c.execute(&req)
+			err = errorOf(resp)
 		default:
-			var resp controlResponse
 			resp, err = c.call(ctx, addr, req)
 			if err == nil {
 				err = errorOf(resp)
@@ -250,7 +263,7 @@ func (c *Cluster) atLeader(ctx context.Context, req controlRequest, retrying fun
 			}
 		}
 		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrNoLeader) {
-			return err
+			return resp, err
 		}
 		last = err
 		if retrying != nil {
@@ -258,9 +271,9 @@ func (c *Cluster) atLeader(ctx context.Context, req controlRequest, retrying fun
 		}
 		select {
 		case <-ctx.Done():
-			return last
+			return controlResponse{}, last
 		case <-c.quit:
-			return fmt.Errorf("%w: %w", ErrNoLeader, ErrClosed)
+			return controlResponse{}, fmt.Errorf("%w: %w", ErrNoLeader, ErrClosed)
 		case <-time.After(leaderRetry):
 		}
 	}

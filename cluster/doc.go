@@ -76,7 +76,7 @@
 // 4-byte big-endian length (at most 65,536) and that many bytes of JSON:
 //
 //	request  {"op", "id", "raft", "client", "voter"}
-//	response {"code", "error", "leader", "node"}
+//	response {"code", "error", "leader", "node", "index", "recorded"}
 //
 // An empty code is success; otherwise code is one of not_leader (leader
 // names the leader's id when known), unknown_member, member_exists,
@@ -86,7 +86,12 @@
 //	status    any node: "node" is {"id", "state", "term", "last_contact"
 //	          (nanoseconds since it heard from a leader; 0 on the leader,
 //	          -1 never), "applied", "client"}
-//	member    leader: record the member id's raft and client addresses
+//	member    leader: record the member id's raft and client addresses;
+//	          "recorded" is true when it wrote an entry for them, and
+//	          "index" the position by which its log records them (that
+//	          entry, or the last it applied when it held them already).
+//	          The asking node asks again only once it has applied that
+//	          far and its log still holds other addresses.
 //	add       leader: add id at raft (a voter, or with voter false a
 //	          nonvoter), recording client first when given
 //	remove    leader: forget id's addresses and remove it

@@ -171,26 +171,32 @@ func (c *Cluster) member(id string) (raft.Server, []raft.Server, error) {
 }
 
 // recordMember records p's addresses in the log, at the leader, when
-// they differ from what the log holds. p must be in the configuration,
-// at the raft address it has there.
-func (c *Cluster) recordMember(p Peer) error {
+// they differ from what the log holds, and returns the position by which
+// the log records them: the entry it wrote (wrote true), or the last
+// entry applied here when the log held them already. p must be in the
+// configuration, at the raft address it has there.
+func (c *Cluster) recordMember(p Peer) (index uint64, wrote bool, err error) {
 	if err := c.leading(); err != nil {
-		return err
+		return 0, false, err
 	}
 	if err := checkAddress("client address", p.ClientAddress); err != nil {
-		return err
+		return 0, false, err
 	}
 	s, _, err := c.member(p.ID)
 	if err != nil {
-		return err
+		return 0, false, err
 	}
 	if string(s.Address) != p.RaftAddress {
-		return fmt.Errorf("%w: %s is at raft address %s in the configuration, not %s", ErrBadRequest, p.ID, s.Address, p.RaftAddress)
+		return 0, false, fmt.Errorf("%w: %s is at raft address %s in the configuration, not %s", ErrBadRequest, p.ID, s.Address, p.RaftAddress)
 	}
 	if r, ok := c.fsm.logged(p.ID); ok && r == p {
-		return nil
+		return c.fsm.applied.Load(), false, nil
 	}
-	return c.apply(memberEntry(p))
+	f := c.raft.Apply(memberEntry(p), c.cfg.ApplyTimeout)
+	if err := raftError(c.await(f)); err != nil {
+		return 0, false, err
+	}
+	return f.Index(), true, nil
 }
 
 // addMember adds p to the configuration, as a voter or a nonvoter, at the
@@ -221,7 +227,8 @@ func (c *Cluster) addMember(p Peer, voter bool) error {
 			if p.ClientAddress == "" {
 				return nil
 			}
-			return c.recordMember(p)
+			_, _, err := c.recordMember(p)
+			return err
 		case string(s.ID) == p.ID:
 			return fmt.Errorf("%w: %s is a member at raft address %s (%s)", ErrMemberExists, s.ID, s.Address, suffrage(s.Suffrage == raft.Voter))
 		case string(s.Address) == p.RaftAddress:
@@ -326,7 +333,8 @@ func (c *Cluster) transfer(id string) error {
 // has joined. Errors: ErrBadRequest, ErrMemberExists, ErrNoLeader, or
 // raft's.
 func (c *Cluster) AddMember(ctx context.Context, p Peer, voter bool) error {
-	return c.atLeader(ctx, controlRequest{Op: opAdd, ID: p.ID, Raft: p.RaftAddress, Client: p.ClientAddress, Voter: voter}, nil)
+	_, err := c.atLeader(ctx, controlRequest{Op: opAdd, ID: p.ID, Raft: p.RaftAddress, Client: p.ClientAddress, Voter: voter}, nil)
+	return err
 }
 
 // RemoveMember takes the node of id out of the cluster, at the leader.
@@ -342,7 +350,7 @@ func (c *Cluster) AddMember(ctx context.Context, p Peer, voter bool) error {
 func (c *Cluster) RemoveMember(ctx context.Context, id string) error {
 	_, _, unknown := c.member(id)
 	cut := false
-	err := c.atLeader(ctx, controlRequest{Op: opRemove, ID: id}, func(error) { cut = true })
+	_, err := c.atLeader(ctx, controlRequest{Op: opRemove, ID: id}, func(error) { cut = true })
 	if unknown == nil && cut && errors.Is(err, ErrUnknownMember) {
 		return nil
 	}
@@ -354,7 +362,8 @@ func (c *Cluster) RemoveMember(ctx context.Context, id string) error {
 // ErrUnknownMember, ErrBadRequest (a nonvoter, or no voter but this one
 // for ""), ErrNoLeader, or raft's.
 func (c *Cluster) TransferLeadership(ctx context.Context, id string) error {
-	return c.atLeader(ctx, controlRequest{Op: opTransfer, ID: id}, nil)
+	_, err := c.atLeader(ctx, controlRequest{Op: opTransfer, ID: id}, nil)
+	return err
 }
 
 // nodeStatus returns what this node answers a status request with.
@@ -426,19 +435,28 @@ func sortMembers(ms []Member) {
 // keepAddress runs until Close: while this node follows, it asks the
 // leader to record its addresses whenever the log holds others (it came
 // back on a new client address, or it was added without one), so that
-// every node names it, and forwards to it, where it is now.
+// every node names it, and forwards to it, where it is now. Once the
+// leader has answered, it asks again only after it has applied the log
+// up to the position the leader named and the log still holds others
+// there: a node that catches up with a long log asks once.
 func (c *Cluster) keepAddress() {
 	defer c.wg.Done()
-	tick := time.NewTicker(max(c.cfg.ElectionTimeout, 50*time.Millisecond))
-	defer tick.Stop()
+	ticks := c.addressTicks
+	if ticks == nil {
+		t := time.NewTicker(max(c.cfg.ElectionTimeout, 50*time.Millisecond))
+		defer t.Stop()
+		ticks = t.C
+	}
 	self := Peer{ID: c.cfg.NodeID, RaftAddress: c.cfg.RaftAdvertise, ClientAddress: c.cfg.ClientAddress}
+	var answered uint64 // the position the leader named in its last answer
 	for {
 		select {
-		case <-tick.C:
+		case <-ticks:
 		case <-c.quit:
 			return
 		}
-		if r, ok := c.fsm.logged(self.ID); ok && r == self || c.raft.State() == raft.Leader {
+		if r, ok := c.fsm.logged(self.ID); ok && r == self || c.raft.State() == raft.Leader ||
+			c.fsm.applied.Load() < answered {
 			continue
 		}
 		if servers, err := c.configuration(); err != nil {
@@ -447,12 +465,18 @@ func (c *Cluster) keepAddress() {
 			continue // not a member (yet)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ForwardTimeout)
-		err := c.atLeader(ctx, controlRequest{Op: opMember, ID: self.ID, Raft: self.RaftAddress, Client: self.ClientAddress}, nil)
+		resp, err := c.atLeader(ctx, controlRequest{Op: opMember, ID: self.ID, Raft: self.RaftAddress, Client: self.ClientAddress}, nil)
 		cancel()
-		if err != nil {
+		switch {
+		case err != nil:
 			c.log.Debug("the leader did not record this node's addresses", slog.Any(logError, err))
-		} else {
-			c.log.Info("this node's addresses recorded", slog.String("client", self.ClientAddress))
+			continue
+		case resp.Recorded:
+			c.log.Info("this node's addresses recorded", slog.String("client", self.ClientAddress),
+				slog.Uint64(logIndex, resp.Index))
+		default:
+			c.log.Debug("the leader's log holds this node's addresses", slog.Uint64(logIndex, resp.Index))
 		}
+		answered = resp.Index
 	}
 }

@@ -3,7 +3,9 @@ package cluster
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,6 +50,99 @@ func TestFollowerRecordsItsAddress(t *testing.T) {
 			t.Errorf("%s names the leader at %q, want %q", tn.id, got, f.cfg.ClientAddress)
 		}
 	}
+}
+
+// logCounter is a slog handler that counts the records of each message
+// and passes them on to next.
+type logCounter struct {
+	next slog.Handler
+	mu   *sync.Mutex
+	n    map[string]int
+}
+
+func newLogCounter(next slog.Handler) *logCounter {
+	return &logCounter{next: next, mu: new(sync.Mutex), n: map[string]int{}}
+}
+
+func (h *logCounter) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *logCounter) Handle(ctx context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.n[r.Message]++
+	h.mu.Unlock()
+	if h.next.Enabled(ctx, r.Level) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h *logCounter) WithAttrs(as []slog.Attr) slog.Handler {
+	return &logCounter{next: h.next.WithAttrs(as), mu: h.mu, n: h.n}
+}
+
+func (h *logCounter) WithGroup(g string) slog.Handler {
+	return &logCounter{next: h.next.WithGroup(g), mu: h.mu, n: h.n}
+}
+
+func (h *logCounter) count(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n[msg]
+}
+
+// A follower that comes back on another client address, and applies the
+// log slowly, logs that the leader recorded its addresses once: it does
+// not ask again, nor log it again, while it catches up with the entry.
+func TestAddressRecordedOnce(t *testing.T) {
+	const recorded = "this node's addresses recorded"
+	nodes := newTestCluster(t, 3)
+	lead := awaitLeader(t, nodes)
+	f := followersOf(lead, nodes)[0]
+	f.stop()
+	logs := newLogCounter(f.cfg.Logger.Handler())
+	ticks := make(chan time.Time)
+	tick := func() {
+		t.Helper()
+		select {
+		case ticks <- time.Now():
+		case <-time.After(30 * time.Second):
+			t.Fatal("the address loop took no tick within 30s")
+		}
+	}
+	f.cfg.Logger = slog.New(logs)
+	f.cfg.ClientAddress = "moved-" + f.id + ":2"
+	f.cfg.RaftListener = nil
+	f.setup = func(c *Cluster) { c.addressTicks = ticks }
+	f.start(t)
+
+	// The follower takes entries but applies none until unblock.
+	f.c.fsm.mu.Lock()
+	var once sync.Once
+	unblock := func() { once.Do(f.c.fsm.mu.Unlock) }
+	t.Cleanup(unblock)
+
+	tick()
+	eventually(t, "the leader records "+f.id+"'s new address", func() bool {
+		p, _ := lead.c.fsm.logged(f.id)
+		return p.ClientAddress == f.cfg.ClientAddress
+	})
+	// Each tick taken means the loop ended the round of the one before.
+	recordedOnce := func(when string) {
+		t.Helper()
+		for range 3 {
+			tick()
+		}
+		if n := logs.count(recorded); n != 1 {
+			t.Fatalf("%s: %q logged %d times, want once", when, recorded, n)
+		}
+	}
+	recordedOnce("before the follower applied the record")
+	unblock()
+	eventually(t, f.id+" applies the record of its new address", func() bool {
+		p, _ := f.c.fsm.logged(f.id)
+		return p.ClientAddress == f.cfg.ClientAddress
+	})
+	recordedOnce("after the follower applied it")
 }
 
 // A node started with no state and no peers waits; added at a follower
