@@ -104,14 +104,17 @@ func New(cfg Config) (*Cluster, error) {
 		failed: make(chan struct{}), stats: newStats()}, nil
 }
 
-// Start opens Config.Dir (the log and stable store of Config.LogStore,
-// and snapshots/), binds the raft transport, starts raft over n and, when the
+// Start binds the raft port, opens Config.Dir (the log and stable store
+// of Config.LogStore, and snapshots/), starts raft over n and, when the
 // directory held no state and peers are given, bootstraps a cluster of
 // them. Raft restores the latest snapshot into n before Start returns and
-// applies the log after it as it learns what is committed. Errors:
-// ErrLocked, ErrOtherLogStore, or the error of a file, of the bind, or of
-// raft.
-func (c *Cluster) Start(n *mutex.Node) error {
+// applies the log after it as it learns what is committed. A Start that
+// fails closes the raft port (Config.RaftListener too) and leaves
+// Config.Dir as it found it: it removes what it created there (a new,
+// empty store; snapshots/; the directory), never a store that was there
+// before. Errors: ErrLocked, ErrOtherLogStore, or the error of the bind,
+// of a file, or of raft.
+func (c *Cluster) Start(n *mutex.Node) (err error) {
 	c.node = n
 	c.fsm = newFSM(n, c.log)
 	c.fsm.fatal = c.fail
@@ -119,29 +122,49 @@ func (c *Cluster) Start(n *mutex.Node) error {
 		c.fsm.seeded[p.ID] = p
 	}
 	c.fsm.seeded[c.cfg.NodeID] = Peer{ID: c.cfg.NodeID, RaftAddress: c.cfg.RaftAdvertise, ClientAddress: c.cfg.ClientAddress}
-	if err := os.MkdirAll(c.cfg.Dir, 0o750); err != nil {
-		return fmt.Errorf("cluster: %w", err)
-	}
-	hl := newHCLogger(c.log)
-	var err error
-	if c.store, err = openLogStore(c.cfg.LogStore, c.cfg.Dir, hl); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Join(c.cfg.Dir, snapshotsDir), 0o750); err != nil {
-		c.store.Close()
-		return fmt.Errorf("cluster: %w", err)
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.cfg.Dir, DefaultRetainSnapshots, hl.Named("snapshots"))
-	if err != nil {
-		c.store.Close()
-		return fmt.Errorf("cluster: snapshots in %s: %w", c.cfg.Dir, err)
-	}
 	ln := c.cfg.RaftListener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", c.cfg.RaftBind); err != nil {
-			c.store.Close()
 			return fmt.Errorf("cluster: raft port: %w", err)
 		}
+	}
+	// What Start created in Config.Dir, removed again when it fails.
+	var created []string // directories, the deepest last
+	var discard func() error
+	defer func() {
+		if err == nil {
+			return
+		}
+		if c.trans == nil {
+			ln.Close()
+		}
+		if discard != nil {
+			if derr := discard(); derr != nil {
+				c.log.Warn("the new raft log store not removed after the failed start", slog.Any(logError, derr))
+			}
+		}
+		c.release()
+		for i := len(created) - 1; i >= 0; i-- {
+			os.Remove(created[i]) // empty ones only
+		}
+	}()
+	snapDir := filepath.Join(c.cfg.Dir, snapshotsDir)
+	for _, d := range []string{c.cfg.Dir, snapDir} {
+		_, serr := os.Stat(d)
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+		if errors.Is(serr, os.ErrNotExist) {
+			created = append(created, d)
+		}
+	}
+	hl := newHCLogger(c.log)
+	if c.store, discard, err = openLogStore(c.cfg.LogStore, c.cfg.Dir, hl); err != nil {
+		return err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.cfg.Dir, DefaultRetainSnapshots, hl.Named("snapshots"))
+	if err != nil {
+		return fmt.Errorf("cluster: snapshots in %s: %w", c.cfg.Dir, err)
 	}
 	c.raftAddr = ln.Addr()
 	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -150,16 +173,13 @@ func (c *Cluster) Start(n *mutex.Node) error {
 	rc := c.raftConfig(hl)
 	existing, err := raft.HasExistingState(c.store, c.store, snaps)
 	if err != nil {
-		c.release()
 		return fmt.Errorf("cluster: read %s: %w", c.cfg.Dir, err)
 	}
 	if c.logs, err = raft.NewLogCache(logCacheSize, c.store); err != nil {
-		c.release()
 		return fmt.Errorf("cluster: %w", err)
 	}
 	c.raft, err = newRaft(rc, c.fsm, c.logs, c.store, snaps, c.trans)
 	if err != nil {
-		c.release()
 		return fmt.Errorf("cluster: start raft: %w", err)
 	}
 	c.raft.RegisterObserver(raft.NewObserver(c.observed, false, nil))
@@ -181,7 +201,6 @@ func (c *Cluster) Start(n *mutex.Node) error {
 		if err := c.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil &&
 			!errors.Is(err, raft.ErrCantBootstrap) {
 			c.raft.Shutdown().Error()
-			c.release()
 			close(c.done) // no leadership loop runs: Close must not wait for one
 			return fmt.Errorf("cluster: bootstrap: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -594,5 +595,106 @@ func TestDamagedLogAtStart(t *testing.T) {
 	_, err := newRaft(rc, newFSM(n, slog.New(slog.DiscardHandler)), brokenLogs{store}, store, raft.NewInmemSnapshotStore(), trans)
 	if !errors.Is(err, ErrDamagedLog) || !strings.Contains(err.Error(), "short buffer") {
 		t.Fatalf("newRaft: %v, want ErrDamagedLog", err)
+	}
+}
+
+// tree lists the paths under dir, nil when dir does not exist.
+func tree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		out = append(out, rel)
+		return err
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A Start that fails leaves the raft directory as it found it: on a raft
+// port that another holds, and when raft refuses the bootstrap after the
+// store was created. A start on the other store then works, and a
+// failed start leaves that store's files as they were.
+func TestFailedStartLeavesTheDirectory(t *testing.T) {
+	for _, ls := range logStores {
+		t.Run(string(ls), func(t *testing.T) {
+			other := LogStoreWAL
+			if ls == LogStoreWAL {
+				other = LogStoreBoltDB
+			}
+			held, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer held.Close()
+			// start starts a node and stops it again.
+			start := func(dir string, ls LogStore, ln net.Listener, peers ...string) error {
+				t.Helper()
+				bind := held.Addr().String()
+				if ln != nil {
+					bind = ln.Addr().String()
+				}
+				cfg := Config{NodeID: "n1", RaftBind: bind, RaftListener: ln, Dir: dir, LogStore: ls,
+					ClientAddress: "client-n1:1", ElectionTimeout: testElection, Logger: testLogger(t)}
+				for _, id := range peers {
+					cfg.Peers = append(cfg.Peers, Peer{ID: id, RaftAddress: bind})
+				}
+				c, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := mutex.NewNode(mutex.NodeConfig{Replicator: c})
+				err = c.Start(n)
+				c.Close()
+				n.Close()
+				return err
+			}
+			free := func() net.Listener {
+				t.Helper()
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ln
+			}
+			unchanged := func(what, dir string, before []string) {
+				t.Helper()
+				if got := tree(t, dir); !slices.Equal(got, before) {
+					t.Errorf("%s: %s holds %q, before %q", what, dir, got, before)
+				}
+			}
+
+			absent := filepath.Join(t.TempDir(), "raft")
+			if err := start(absent, ls, nil); err == nil {
+				t.Fatal("a start on a raft port another holds worked")
+			}
+			unchanged("port taken, no directory", absent, nil)
+			empty := t.TempDir()
+			if err := start(empty, ls, nil); err == nil {
+				t.Fatal("a start on a raft port another holds worked")
+			}
+			unchanged("port taken, an empty directory", empty, []string{"."})
+			if err := start(absent, ls, free(), "n1", "n2"); err == nil {
+				t.Fatal("a bootstrap of two peers at one raft address started")
+			}
+			unchanged("bootstrap refused", absent, nil)
+
+			if err := start(empty, other, free(), "n1"); err != nil {
+				t.Fatalf("the other store after the failed starts: %v", err)
+			}
+			before := tree(t, empty)
+			if err := start(empty, other, nil); err == nil {
+				t.Fatal("a start on a raft port another holds worked")
+			}
+			unchanged("port taken, a store", empty, before)
+		})
 	}
 }

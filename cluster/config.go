@@ -62,7 +62,8 @@ type Config struct {
 	// RaftBind is the address the raft transport listens on, host:port.
 	RaftBind string
 	// RaftListener, when set, is the raft port already bound (socket
-	// activation, tests); RaftBind then only names it.
+	// activation, tests); RaftBind then only names it. Start takes it
+	// over: Close closes it, and so does a Start that fails.
 	RaftListener net.Listener
 	// RaftAdvertise is where the other nodes reach this node's raft port;
 	// empty means this node's RaftAddress in Peers, else RaftBind. It may

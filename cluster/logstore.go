@@ -88,32 +88,67 @@ func (ls LogStore) markerName() string {
 }
 
 // openLogStore opens the log store ls in dir, refusing a dir that holds
-// the other store's files. Errors: ErrOtherLogStore, ErrLocked, or the
-// error of a file.
-func openLogStore(ls LogStore, dir string, hl hclog.Logger) (logStore, error) {
+// the other store's files. When dir held no state of ls, discard removes
+// the files this open created (call it before Close, while the store
+// still holds its lock); otherwise discard is nil. Errors:
+// ErrOtherLogStore, ErrLocked, or the error of a file.
+func openLogStore(ls LogStore, dir string, hl hclog.Logger) (s logStore, discard func() error, err error) {
 	other := LogStoreWAL
 	if ls == LogStoreWAL {
 		other = LogStoreBoltDB
 	}
 	switch _, err := os.Stat(other.marker(dir)); {
 	case err == nil:
-		return nil, fmt.Errorf("%w: %s holds the %s store's %s, not the %s store configured; a change of store needs an empty directory",
+		return nil, nil, fmt.Errorf("%w: %s holds the %s store's %s, not the %s store configured; a change of store needs an empty directory",
 			ErrOtherLogStore, dir, other, other.markerName(), ls)
 	case !errors.Is(err, os.ErrNotExist):
-		return nil, fmt.Errorf("cluster: %w", err)
+		return nil, nil, fmt.Errorf("cluster: %w", err)
 	}
+	_, err = os.Stat(ls.marker(dir))
+	fresh := errors.Is(err, os.ErrNotExist)
 	if ls == LogStoreWAL {
-		return openWAL(filepath.Join(dir, walDir), hl)
-	}
-	path := filepath.Join(dir, boltFile)
-	s, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: boltOpenTimeout}})
-	if errors.Is(err, bbolt.ErrTimeout) {
-		return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+		s, discard, err = openWAL(filepath.Join(dir, walDir), hl, fresh)
+	} else {
+		s, discard, err = openBolt(filepath.Join(dir, boltFile), fresh)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cluster: open %s: %w", path, err)
+		return nil, nil, err
 	}
-	return s, nil
+	if discard != nil && !holdsNothing(s) {
+		discard = nil // another process made the store between the look and the lock
+	}
+	return s, discard, nil
+}
+
+// holdsNothing reports whether s holds no log entry and no term, as a
+// store just created does.
+func holdsNothing(s logStore) bool {
+	first, err := s.FirstIndex()
+	if err != nil || first != 0 {
+		return false
+	}
+	last, err := s.LastIndex()
+	if err != nil || last != 0 {
+		return false
+	}
+	term, err := s.GetUint64([]byte("CurrentTerm")) // raft's key
+	return err != nil || term == 0
+}
+
+// openBolt opens the BoltDB store at path. With fresh (path does not
+// exist), discard removes it again.
+func openBolt(path string, fresh bool) (s logStore, discard func() error, err error) {
+	bs, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: boltOpenTimeout}})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		return nil, nil, fmt.Errorf("%w: %s", ErrLocked, filepath.Dir(path))
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster: open %s: %w", path, err)
+	}
+	if fresh {
+		discard = func() error { return os.Remove(path) }
+	}
+	return bs, discard, nil
 }
 
 // walStore is raft-wal's WAL with the lock that keeps its directory to
@@ -128,25 +163,58 @@ type walStore struct {
 	closeErr  error
 }
 
-func openWAL(dir string, hl hclog.Logger) (logStore, error) {
+// openWAL opens the WAL in dir. With fresh (dir holds no WAL), discard
+// removes what the open created in dir: the entries that were not there
+// before, and dir when it was not.
+func openWAL(dir string, hl hclog.Logger, fresh bool) (s logStore, discard func() error, err error) {
+	before, err := os.ReadDir(dir)
+	existed := err == nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, fmt.Errorf("cluster: %w", err)
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
+		return nil, nil, fmt.Errorf("cluster: %w", err)
 	}
 	unlock, err := store.LockFile(filepath.Join(dir, walLockFile))
 	if errors.Is(err, store.ErrLocked) {
-		return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+		return nil, nil, fmt.Errorf("%w: %s", ErrLocked, dir)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
+		return nil, nil, fmt.Errorf("cluster: %w", err)
+	}
+	if fresh {
+		discard = func() error {
+			had := map[string]bool{}
+			for _, e := range before {
+				had[e.Name()] = true
+			}
+			now, err := os.ReadDir(dir)
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, e := range now {
+				if !had[e.Name()] {
+					errs = append(errs, os.Remove(filepath.Join(dir, e.Name())))
+				}
+			}
+			if !existed {
+				errs = append(errs, os.Remove(dir))
+			}
+			return errors.Join(errs...)
+		}
 	}
 	meta := &metadb.BoltMetaDB{}
 	w, err := wal.Open(dir, wal.WithLogger(hl.Named("wal")), wal.WithMetaStore(meta))
 	if err != nil {
 		meta.Close()
+		if discard != nil {
+			discard()
+		}
 		unlock()
-		return nil, fmt.Errorf("cluster: open %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("cluster: open %s: %w", dir, err)
 	}
-	return &walStore{WAL: w, meta: meta, unlock: unlock}, nil
+	return &walStore{WAL: w, meta: meta, unlock: unlock}, discard, nil
 }
 
 // Close closes the WAL and its BoltDB file, then releases its directory.

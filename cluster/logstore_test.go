@@ -36,14 +36,14 @@ func TestLogStoreDirectory(t *testing.T) {
 	for _, ls := range logStores {
 		t.Run(string(ls), func(t *testing.T) {
 			dir := t.TempDir()
-			s, err := openLogStore(ls, dir, hl)
+			s, _, err := openLogStore(ls, dir, hl)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := s.SetUint64([]byte("CurrentTerm"), 7); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := openLogStore(ls, dir, hl); !errors.Is(err, ErrLocked) {
+			if _, _, err := openLogStore(ls, dir, hl); !errors.Is(err, ErrLocked) {
 				t.Errorf("a second open while the first is open: %v, want ErrLocked", err)
 			}
 			if err := s.Close(); err != nil {
@@ -52,7 +52,7 @@ func TestLogStoreDirectory(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Errorf("a second Close: %v", err)
 			}
-			if s, err = openLogStore(ls, dir, hl); err != nil {
+			if s, _, err = openLogStore(ls, dir, hl); err != nil {
 				t.Fatalf("open again after Close: %v", err)
 			}
 			if v, err := s.GetUint64([]byte("CurrentTerm")); err != nil || v != 7 {
@@ -64,7 +64,7 @@ func TestLogStoreDirectory(t *testing.T) {
 			if ls == LogStoreWAL {
 				other = LogStoreBoltDB
 			}
-			if _, err := openLogStore(other, dir, hl); !errors.Is(err, ErrOtherLogStore) {
+			if _, _, err := openLogStore(other, dir, hl); !errors.Is(err, ErrOtherLogStore) {
 				t.Fatalf("%s opened a directory of %s: %v", other, ls, err)
 			}
 			if _, err := os.Stat(other.marker(dir)); !errors.Is(err, os.ErrNotExist) {
