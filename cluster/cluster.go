@@ -158,7 +158,7 @@ func (c *Cluster) Start(n *mutex.Node) (err error) {
 			created = append(created, d)
 		}
 	}
-	hl := newHCLogger(c.log)
+	hl := newHCLogger(c.log, c.quit)
 	if c.store, discard, err = openLogStore(c.cfg.LogStore, c.cfg.Dir, hl); err != nil {
 		return err
 	}

@@ -409,10 +409,40 @@ func TestRestoreFromSnapshot(t *testing.T) {
 // Raft's formatted log values are rendered, not printed as their parts.
 func TestLogFormat(t *testing.T) {
 	var b bytes.Buffer
-	l := newHCLogger(slog.New(slog.NewTextHandler(&b, nil)))
+	l := newHCLogger(slog.New(slog.NewTextHandler(&b, nil)), nil)
 	l.Info("initial configuration", "servers", hclog.Fmt("%+v", []int{1, 2}), "n", 3)
 	if got := b.String(); !strings.Contains(got, `servers="[1 2]" n=3`) {
 		t.Fatalf("logged %q", got)
+	}
+}
+
+// The errors raft logs on every clean stop of a leader go at a lower level
+// once the node is closing, and only then; raft's other errors keep theirs.
+func TestStopLevel(t *testing.T) {
+	var b bytes.Buffer
+	closing := make(chan struct{})
+	l := newHCLogger(slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug})), closing)
+	trans := l.Named("transport").With("k", "v")
+	logAll := func() []string {
+		b.Reset()
+		trans.Error(msgDecodeFailed, "error", raft.ErrTransportShutdown)
+		trans.Error(msgDecodeFailed, "error", io.ErrUnexpectedEOF)
+		l.Error(msgNewerTerm, "peer", "n2")
+		l.Error("failed to appendEntries to", "peer", "n2", "error", raft.ErrTransportShutdown)
+		var levels []string
+		for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+			_, rest, _ := strings.Cut(line, "level=")
+			lv, _, _ := strings.Cut(rest, " ")
+			levels = append(levels, lv)
+		}
+		return levels
+	}
+	if got, want := logAll(), []string{"ERROR", "ERROR", "ERROR", "ERROR"}; !slices.Equal(got, want) {
+		t.Errorf("while running: %v, want %v", got, want)
+	}
+	close(closing)
+	if got, want := logAll(), []string{"DEBUG", "ERROR", "INFO", "ERROR"}; !slices.Equal(got, want) {
+		t.Errorf("closing: %v, want %v", got, want)
 	}
 }
 
@@ -589,7 +619,7 @@ func TestDamagedLogAtStart(t *testing.T) {
 	_, trans := raft.NewInmemTransport("")
 	rc := raft.DefaultConfig()
 	rc.LocalID = "n1"
-	rc.Logger = newHCLogger(slog.New(slog.DiscardHandler))
+	rc.Logger = newHCLogger(slog.New(slog.DiscardHandler), nil)
 	n := mutex.NewNode(mutex.NodeConfig{})
 	defer n.Close()
 	_, err := newRaft(rc, newFSM(n, slog.New(slog.DiscardHandler)), brokenLogs{store}, store, raft.NewInmemSnapshotStore(), trans)
