@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -549,8 +550,9 @@ type Status struct {
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
 	// Members are the servers of the configuration, with the addresses
-	// the log records (this node's own as it is configured); none of them
-	// is asked.
+	// the log records (this node's own as it is configured). Status asks
+	// none of them: only this node's own entry is Reachable, with its
+	// state, last contact and applied position. Report asks each.
 	Members []Member `json:"members"`
 	// Digest is the SHA-256 of the table's snapshot records at
 	// AppliedIndex, when asked for: two nodes at one applied index with
@@ -580,6 +582,23 @@ func (c *Cluster) Status(digest bool) Status {
 	return st
 }
 
+// Report is Status with each member as it says of itself when it
+// answers within ctx and one election timeout (see Members): whether it
+// is reachable, its state, its last contact with a leader and its
+// applied position. A member that does not answer in that time (a frozen
+// process, a black-holed host) is listed unreachable, so that Report
+// stays quick when it matters most. When this node has no
+// configuration, the members are Status's.
+func (c *Cluster) Report(ctx context.Context, digest bool) Status {
+	st := c.Status(digest)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ElectionTimeout)
+	defer cancel()
+	if ms, err := c.Members(ctx); err == nil {
+		st.Members = ms
+	}
+	return st
+}
+
 // knownMembers returns the servers of the configuration with the
 // addresses the log records, without asking them.
 func (c *Cluster) knownMembers() []Member {
@@ -587,9 +606,7 @@ func (c *Cluster) knownMembers() []Member {
 	leader := c.leaderID()
 	out := make([]Member, 0, len(servers))
 	for _, s := range servers {
-		rec, _ := c.fsm.member(string(s.ID))
-		m := Member{ID: string(s.ID), RaftAddress: string(s.Address), ClientAddress: rec.ClientAddress,
-			Voter: s.Suffrage == raft.Voter, Leader: string(s.ID) == leader, LastContact: -1}
+		m := c.newMember(s, leader)
 		if m.ID == c.cfg.NodeID {
 			m.fill(c.nodeStatus())
 		}

@@ -48,10 +48,33 @@ type Member struct {
 	// From the member itself, when it answered (Reachable):
 	Reachable bool   `json:"reachable"`
 	State     string `json:"state,omitempty"` // Leader, Follower, Candidate
-	// LastContact is how long ago the member last heard from a leader: 0
-	// for the leader, -1 when unknown (it never has, or did not answer).
+	// LastContact is how long ago the member last heard from a leader (its
+	// raft's last contact): 0 for the leader, -1 when unknown (it never
+	// has, or did not answer). In JSON, in nanoseconds.
 	LastContact time.Duration `json:"last_contact"`
-	Applied     uint64        `json:"applied"` // the last entry it applied
+	// LastContactMS is LastContact in whole milliseconds, rounded down
+	// (a follower heard from under 1 ms ago shows 0, as the leader does;
+	// State tells them apart), -1 when unknown.
+	LastContactMS int64  `json:"last_contact_ms"`
+	Applied       uint64 `json:"applied"` // the last entry it applied
+}
+
+// newMember returns the member of server s as this node knows it without
+// asking s: its addresses, suffrage, and whether it leads.
+func (c *Cluster) newMember(s raft.Server, leader string) Member {
+	rec, _ := c.fsm.member(string(s.ID))
+	m := Member{ID: string(s.ID), RaftAddress: string(s.Address), ClientAddress: rec.ClientAddress,
+		Voter: s.Suffrage == raft.Voter, Leader: string(s.ID) == leader}
+	m.setContact(-1)
+	return m
+}
+
+// setContact sets LastContact and LastContactMS to d (-1: unknown).
+func (m *Member) setContact(d time.Duration) {
+	m.LastContact, m.LastContactMS = d, d.Milliseconds()
+	if d < 0 {
+		m.LastContact, m.LastContactMS = -1, -1
+	}
 }
 
 // checkID reports an id that cannot be a node's, as ErrBadRequest; see
@@ -395,10 +418,8 @@ func (c *Cluster) Members(ctx context.Context) ([]Member, error) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, s := range servers {
-		rec, _ := c.fsm.member(string(s.ID))
 		m := &out[i]
-		*m = Member{ID: string(s.ID), RaftAddress: string(s.Address), ClientAddress: rec.ClientAddress,
-			Voter: s.Suffrage == raft.Voter, Leader: string(s.ID) == leader, LastContact: -1}
+		*m = c.newMember(s, leader)
 		if m.ID == c.cfg.NodeID {
 			m.fill(c.nodeStatus())
 			continue
@@ -418,7 +439,7 @@ func (c *Cluster) Members(ctx context.Context) ([]Member, error) {
 // fill sets what the member said of itself.
 func (m *Member) fill(st nodeStatus) {
 	m.Reachable, m.State, m.Applied = true, st.State, st.Applied
-	m.LastContact = time.Duration(st.LastContact)
+	m.setContact(time.Duration(st.LastContact))
 	if st.Client != "" {
 		m.ClientAddress = st.Client
 	}

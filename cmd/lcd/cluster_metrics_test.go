@@ -122,6 +122,31 @@ func oneLeader(lead int) func([]raftScrape) error {
 	}
 }
 
+// checkMembers checks the members that node at lists in GET /cluster:
+// each reachable with its state, applied position and last contact (0 on
+// the leader; last_contact_ms in milliseconds of last_contact, in
+// nanoseconds), but the node down (-1: none), unreachable with -1.
+func (lc *lcdCluster) checkMembers(t *testing.T, at, down int) {
+	t.Helper()
+	st, ok := lc.status(at, false)
+	if !ok || len(st.Members) != len(lc.nodes) {
+		t.Errorf("GET /cluster on n%d: %+v", at+1, st)
+		return
+	}
+	for _, m := range st.Members {
+		if down >= 0 && m.ID == lc.nodes[down].id {
+			if m.Reachable || m.LastContact != -1 || m.LastContactMS != -1 {
+				t.Errorf("n%d lists %s, which is down, as %+v", at+1, m.ID, m)
+			}
+			continue
+		}
+		if !m.Reachable || m.State == "" || m.Applied == 0 || m.LastContact < 0 ||
+			m.LastContactMS != m.LastContact.Milliseconds() || (m.State == "Leader") != (m.LastContact == 0) {
+			t.Errorf("n%d lists %s as %+v", at+1, m.ID, m)
+		}
+	}
+}
+
 // The raft series of every node of a three-node cluster: one leader, the
 // others followers, one term; grants move the leader's apply histogram and
 // every node's commit and applied positions; a leader killed makes the
@@ -168,12 +193,15 @@ func TestClusterRaftMetrics(t *testing.T) {
 		t.Errorf("the leader's apply histogram grew by %d observations over %d locks and unlocks", got, 2*cycles)
 	}
 
+	lc.checkMembers(t, (lead+1)%3, -1)
+
 	lc.kill(lead)
 	alive := slices.DeleteFunc(all(3), func(i int) bool { return i == lead })
 	next, ok := lc.leader(alive, 30*time.Second)
 	if !ok {
 		t.Fatalf("no new leader:\n%s", lc.logs())
 	}
+	lc.checkMembers(t, alive[0], lead)
 	moved, err := lc.awaitScrapes(alive, 30*time.Second, oneLeader(slices.Index(alive, next)))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, lc.logs())

@@ -340,11 +340,12 @@ func advertised(cc cluster.Config, bound net.Addr) (string, error) {
 }
 
 // clusterStatus serves GET /cluster: the node's view of its cluster as
-// JSON (cluster.Status); ?digest adds the digest of its table.
+// JSON (cluster.Status, with each member asked: cluster.Report); ?digest
+// adds the digest of its table.
 func clusterStatus(cl *cluster.Cluster) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(cl.Status(r.URL.Query().Has("digest")))
+		json.NewEncoder(w).Encode(cl.Report(r.Context(), r.URL.Query().Has("digest")))
 	})
 }
 
