@@ -76,6 +76,7 @@ type Cluster struct {
 	addressTicks <-chan time.Time
 
 	ready     atomic.Bool // the leader's restart applied in this term
+	wasMember atomic.Bool // a configuration held this node (inConfiguration)
 	quit      chan struct{}
 	done      chan struct{}  // the leadership loop ended
 	wg        sync.WaitGroup // the other goroutines of Start
@@ -207,6 +208,7 @@ func (c *Cluster) Start(n *mutex.Node) (err error) {
 		}
 		c.log.Info("bootstrapped a new cluster", slog.Int("peers", len(servers)))
 	}
+	c.inConfiguration()
 	go c.watchLeadership()
 	c.wg.Add(1)
 	go c.keepAddress()

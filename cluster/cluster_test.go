@@ -446,39 +446,35 @@ func TestStopLevel(t *testing.T) {
 	}
 }
 
+// tcpPair returns the two ends of a TCP connection on 127.0.0.1: the
+// dialler's and the acceptor's.
+func tcpPair(t *testing.T) (dialled, accepted net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dialled, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if accepted, err = ln.Accept(); err != nil {
+		dialled.Close()
+		t.Fatal(err)
+	}
+	return dialled, accepted
+}
+
 // A forwarded connection that this node cuts (it is shutting down) ends
 // cleanly at the leader, which keeps a grant the client may have read;
 // one the client resets is reset at the leader.
 func TestForwardCutEndsCleanly(t *testing.T) {
 	for _, cut := range []string{"by this node", "by the client"} {
 		t.Run(cut, func(t *testing.T) {
-			leaderLn, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer leaderLn.Close()
-			frontLn, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer frontLn.Close()
-			client, err := net.Dial("tcp", frontLn.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
+			client, front := tcpPair(t)
 			defer client.Close()
-			front, err := frontLn.Accept()
-			if err != nil {
-				t.Fatal(err)
-			}
-			up, err := net.Dial("tcp", leaderLn.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			leader, err := leaderLn.Accept()
-			if err != nil {
-				t.Fatal(err)
-			}
+			up, leader := tcpPair(t)
 			defer leader.Close()
 			done := make(chan struct{})
 			go func() {
@@ -499,7 +495,7 @@ func TestForwardCutEndsCleanly(t *testing.T) {
 				client.(*net.TCPConn).SetLinger(0)
 				client.Close()
 			}
-			_, err = io.ReadAll(leader)
+			_, err := io.ReadAll(leader)
 			if reset := err != nil; reset != (cut == "by the client") {
 				t.Fatalf("the leader read %v", err)
 			}

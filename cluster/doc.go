@@ -109,5 +109,6 @@
 // follower: it dials the leader's client address and copies bytes both
 // ways unchanged, passing on a clean close as a half-close and a reset as
 // a reset, so that the v1 rules on how a client ends its connection hold
-// through it.
+// through it. A node removed from its cluster forwards nothing: it answers
+// '-' from the moment it knows of its removal.
 package cluster

@@ -13,6 +13,40 @@ import (
 // is known, or dialling it failed.
 const forwardRetry = 20 * time.Millisecond
 
+// answerFailed is v1's answer "failed" (docs/protocol.md).
+const answerFailed = '-'
+
+// removed reports whether this node was removed from its cluster: raft
+// shut down while the node was not closing (a leader removed), or the
+// latest configuration no longer holds this node, which an earlier one
+// did (a follower gets the entry that removes it before the leader stops
+// sending it entries). A node that waits to be added, or takes the log
+// before the entry that adds it, has not been removed.
+func (c *Cluster) removed() bool {
+	select {
+	case <-c.quit:
+		return false
+	case <-c.raftDone:
+		return true
+	default:
+	}
+	return !c.inConfiguration() && c.wasMember.Load()
+}
+
+// inConfiguration reports whether the latest configuration holds this
+// node, and notes it in wasMember when it does.
+func (c *Cluster) inConfiguration() bool {
+	servers, err := c.configuration()
+	if err != nil {
+		return false
+	}
+	if _, ok := server(servers, c.cfg.NodeID); ok {
+		c.wasMember.Store(true)
+		return true
+	}
+	return false
+}
+
 // Forward serves a v1 connection of the mutex port that reached this node
 // while it does not lead (oneshot.ServerConfig.Forward): got holds the
 // bytes read so far. It dials the leader's mutex port, writes got, and
@@ -27,12 +61,18 @@ const forwardRetry = 20 * time.Millisecond
 // Config.ForwardTimeout; then it returns with the connection unanswered,
 // and the client asks again. It returns false, having read and written
 // nothing, when this node has become the leader meanwhile: the caller
-// serves the request itself.
+// serves the request itself. A node removed from its cluster forwards
+// nothing: from the moment it knows (see removed), it answers v1's failed
+// byte, '-'.
 func (c *Cluster) Forward(conn net.Conn, got []byte) bool {
 	deadline := time.Now().Add(c.cfg.ForwardTimeout)
 	for {
 		if c.node.IsLeader() {
 			return false
+		}
+		if c.removed() {
+			conn.Write([]byte{answerFailed})
+			return true
 		}
 		if addr := c.Leader(); addr != "" && addr != c.cfg.ClientAddress {
 			up, err := net.DialTimeout("tcp", addr, max(time.Until(deadline), forwardRetry))

@@ -476,14 +476,12 @@ func (c *Cluster) keepAddress() {
 		case <-c.quit:
 			return
 		}
+		if !c.inConfiguration() {
+			continue // not a member (yet, or any more)
+		}
 		if r, ok := c.fsm.logged(self.ID); ok && r == self || c.raft.State() == raft.Leader ||
 			c.fsm.applied.Load() < answered {
 			continue
-		}
-		if servers, err := c.configuration(); err != nil {
-			continue
-		} else if _, ok := server(servers, self.ID); !ok {
-			continue // not a member (yet)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ForwardTimeout)
 		resp, err := c.atLeader(ctx, controlRequest{Op: opMember, ID: self.ID, Raft: self.RaftAddress, Client: self.ClientAddress}, nil)

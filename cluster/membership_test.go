@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -221,6 +222,9 @@ func TestMembership(t *testing.T) {
 		t.Fatalf("remove the leader n4: %v", err)
 	}
 	eventually(t, "n4 stepped down", func() bool { return !n4.leading.Load() })
+	if got := forwardAnswer(t, n4.c); got != "-" {
+		t.Errorf("the removed leader n4 answered a v1 try-lock %q, want \"-\"", got)
+	}
 	next := awaitLeader(t, nodes)
 	if err := next.c.RemoveMember(ctx, "n4"); !errors.Is(err, ErrUnknownMember) {
 		t.Fatalf("remove n4 again: %v", err)
@@ -234,6 +238,41 @@ func TestMembership(t *testing.T) {
 		eventually(t, tn.id+" forgets n4", func() bool { return clientOf(tn, "n4") == "" && len(tn.c.Status(false).Members) == 3 })
 	}
 	converge(t, next, nodes)
+}
+
+// forwardAnswer hands a v1 try-lock that reached c to c's Forward and
+// returns what the client read before the connection closed.
+func forwardAnswer(t *testing.T, c *Cluster) string {
+	t.Helper()
+	client, conn := tcpPair(t)
+	defer client.Close()
+	go func() {
+		defer conn.Close() // as the mutex port does once Forward returns
+		c.Forward(conn, []byte{5, 1, 'k', 0})
+	}()
+	client.SetReadDeadline(time.Now().Add(30 * time.Second))
+	b, err := io.ReadAll(client)
+	if err != nil {
+		t.Fatalf("read the answer: %v", err)
+	}
+	return string(b)
+}
+
+// A follower removed from the cluster forwards no v1 request: once it has
+// the configuration without it, it answers '-'.
+func TestRemovedFollowerAnswersFailed(t *testing.T) {
+	nodes := newTestCluster(t, 3)
+	lead := awaitLeader(t, nodes)
+	f := followersOf(lead, nodes)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := lead.c.RemoveMember(ctx, f.id); err != nil {
+		t.Fatalf("remove %s: %v", f.id, err)
+	}
+	eventually(t, f.id+" has the configuration without it", func() bool { return !f.c.inConfiguration() })
+	if got := forwardAnswer(t, f.c); got != "-" {
+		t.Fatalf("the removed %s answered a v1 try-lock %q, want \"-\"", f.id, got)
+	}
 }
 
 // The last voter cannot be removed, and has nobody to hand the
