@@ -130,14 +130,28 @@ func (s *Store) read() (*contents, error) {
 	return c, nil
 }
 
-// readCAs reads every certificate of a PEM file; anything else in it is an
-// error.
+// readCAs reads every certificate of a PEM file into a pool; anything
+// else in it is an error.
 func readCAs(path string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(path)
+	certs, err := readCertificates(path)
 	if err != nil {
 		return nil, err
 	}
 	pool := x509.NewCertPool()
+	for _, c := range certs {
+		pool.AddCert(c)
+	}
+	return pool, nil
+}
+
+// readCertificates reads every certificate of a PEM file, at least one;
+// anything else in it is an error.
+func readCertificates(path string) ([]*x509.Certificate, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var certs []*x509.Certificate
 	n := 0
 	for {
 		var block *pem.Block
@@ -152,13 +166,13 @@ func readCAs(path string) (*x509.CertPool, error) {
 		if err != nil {
 			return nil, fmt.Errorf("certificate %d: %w", n+1, err)
 		}
-		pool.AddCert(cert)
+		certs = append(certs, cert)
 		n++
 	}
 	if n == 0 {
 		return nil, ErrNoCertificate
 	}
-	return pool, nil
+	return certs, nil
 }
 
 // Config returns the tls.Config of a port that asks clients for what

@@ -55,9 +55,18 @@ type result struct {
 }
 
 // connect runs one handshake between a server with srv and a client with
-// cli on a loopback connection; the server writes one byte, which the
-// client reads (so that session tickets of TLS 1.3 reach it).
+// cli on a loopback connection, the client asking for localhost; the
+// server writes one byte, which the client reads (so that session tickets
+// of TLS 1.3 reach it).
 func connect(t *testing.T, srv, cli *tls.Config) result {
+	t.Helper()
+	cfg := cli.Clone()
+	cfg.ServerName = "localhost"
+	return handshake(t, srv, cfg)
+}
+
+// handshake is connect with cli as it is.
+func handshake(t *testing.T, srv, cli *tls.Config) result {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -82,9 +91,7 @@ func connect(t *testing.T, srv, cli *tls.Config) result {
 		tc.Write([]byte{'+'})
 		io.Copy(io.Discard, tc)
 	}()
-	cfg := cli.Clone()
-	cfg.ServerName = "localhost"
-	c, err := tls.Dial("tcp", ln.Addr().String(), cfg)
+	c, err := tls.Dial("tcp", ln.Addr().String(), cli)
 	if err == nil {
 		var b [1]byte
 		_, err = io.ReadFull(c, b[:])
