@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ const (
 	logTerm      = "term"
 	logDir       = "dir"
 	logMember    = "member"
+	logRemote    = "remote"
 )
 
 // Errors of the package.
@@ -169,8 +171,12 @@ func (c *Cluster) Start(n *mutex.Node) (err error) {
 		return fmt.Errorf("cluster: snapshots in %s: %w", c.cfg.Dir, err)
 	}
 	c.raftAddr = ln.Addr()
+	var serverTLS *tls.Config
+	if c.cfg.TLS != nil {
+		serverTLS = c.cfg.TLS.Server()
+	}
 	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: newTCPStream(ln, advertised(c.cfg.RaftAdvertise), c.dialAddress, c.serveControl),
+		Stream: newTCPStream(ln, advertised(c.cfg.RaftAdvertise), c.dialRaft, c.serveControl, serverTLS, c.log),
 		Logger: hl.Named("transport"), MaxPool: transportPool, Timeout: transportTimeout})
 	rc := c.raftConfig(hl)
 	existing, err := raft.HasExistingState(c.store, c.store, snaps)
@@ -638,6 +644,24 @@ func (c *Cluster) dialAddress(addr raft.ServerAddress) string {
 		}
 	}
 	return string(addr)
+}
+
+// dialRaft dials the raft port of the node whose raft address is addr, at
+// its Config.Dial address when it has one; with Config.TLS, under TLS,
+// and the node's certificate must name addr's host (not the host of the
+// address dialled, which may be a tunnel's). ctx bounds the dial and the
+// handshake.
+func (c *Cluster) dialRaft(ctx context.Context, addr raft.ServerAddress) (net.Conn, error) {
+	var d net.Dialer
+	if c.cfg.TLS == nil {
+		return d.DialContext(ctx, "tcp", c.dialAddress(addr))
+	}
+	host, _, err := net.SplitHostPort(string(addr))
+	if err != nil {
+		return nil, err
+	}
+	td := tls.Dialer{NetDialer: &d, Config: c.cfg.TLS.Client(host)}
+	return td.DialContext(ctx, "tcp", c.dialAddress(addr))
 }
 
 // RaftAddr returns the address the raft port listens on, once Start has

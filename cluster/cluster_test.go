@@ -69,6 +69,13 @@ func newTestCluster(t *testing.T, size int) []*testNode {
 // newTestClusterOn is newTestCluster on the log store ls.
 func newTestClusterOn(t *testing.T, size int, ls LogStore) []*testNode {
 	t.Helper()
+	return newTestClusterWith(t, size, ls, nil)
+}
+
+// newTestClusterWith is newTestClusterOn with prepare, unless nil, called
+// on each node before it starts.
+func newTestClusterWith(t *testing.T, size int, ls LogStore, prepare func(*testNode)) []*testNode {
+	t.Helper()
 	var peers []Peer
 	var lns []net.Listener
 	for i := range size {
@@ -85,6 +92,9 @@ func newTestClusterOn(t *testing.T, size int, ls LogStore) []*testNode {
 	for i, p := range peers {
 		tn := newTestNode(t, p.ID, lns[i], changed)
 		tn.cfg.Peers, tn.cfg.LogStore = peers, ls
+		if prepare != nil {
+			prepare(tn)
+		}
 		tn.start(t)
 		nodes = append(nodes, tn)
 	}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,6 +55,23 @@ type Peer struct {
 	ClientAddress string
 }
 
+// PeerTLS is the TLS of the connections between the nodes of a cluster
+// (Config.TLS); tlsconf.Peer is one. Each method is called for each
+// connection, so that certificates reloaded meanwhile take effect.
+type PeerTLS interface {
+	// Server returns the config of the raft port's listener. It should
+	// require and verify a certificate of the dialling node: the port
+	// serves whoever completes the handshake.
+	Server() *tls.Config
+	// Client returns the config of a dial to another node's raft port;
+	// host is the host of the node's raft address (an IP address or a
+	// DNS name), which its certificate must name.
+	Client(host string) *tls.Config
+	// Leader returns the config of a dial to the leader's mutex port to
+	// forward a v1 request; host is the host of its client address.
+	Leader(host string) *tls.Config
+}
+
 // Config configures one node of a cluster.
 type Config struct {
 	// NodeID is this node's id; it must be among Peers when Peers are
@@ -88,6 +106,10 @@ type Config struct {
 	// Dial maps node ids to the addresses this node dials to reach their
 	// raft ports, in place of their RaftAddress (a NAT, a tunnel, a proxy).
 	Dial map[string]string
+	// TLS, when set, puts everything this node says to the others under
+	// TLS: the raft port (raft's RPCs and the control requests) and the
+	// v1 requests it forwards to the leader's mutex port. Nil: plain TCP.
+	TLS PeerTLS
 	// ElectionTimeout: see DefaultElectionTimeout (500 ms). The leader's
 	// lease is half of it: a leader that has not heard from a quorum for
 	// that long steps down.

@@ -208,8 +208,9 @@ func (e *remoteError) Unwrap() error { return e.sentinel }
 
 // call sends req to the raft port at addr and returns the answer.
 func (c *Cluster) call(ctx context.Context, addr raft.ServerAddress, req controlRequest) (controlResponse, error) {
-	d := net.Dialer{Timeout: controlTimeout}
-	conn, err := d.DialContext(ctx, "tcp", c.dialAddress(addr))
+	dctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	conn, err := c.dialRaft(dctx, addr)
+	cancel()
 	if err != nil {
 		return controlResponse{}, err
 	}

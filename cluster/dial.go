@@ -2,6 +2,9 @@ package cluster
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -24,14 +27,19 @@ func (a advertised) String() string  { return string(a) }
 // byte: raft's own RPCs (whose first byte is an RPC type, 0 to 4) and this
 // package's control requests (controlByte; see doc.go). Connections of
 // raft are handed to raft through Accept; control requests are served by
-// control.
+// control. With TLS, every connection's handshake comes first, in the
+// goroutine that sorts it; a handshake that fails (a peer in the clear, a
+// certificate no CA of the nodes signed) is logged and the connection
+// closed.
 type tcpStream struct {
 	ln        net.Listener
 	advertise net.Addr
-	// dial returns the address to dial for a peer's raft address.
-	dial func(raft.ServerAddress) string
+	// dial dials a peer's raft port, under TLS when the port speaks it.
+	dial func(ctx context.Context, addr raft.ServerAddress) (net.Conn, error)
 	// control serves one control connection, its first byte read.
 	control func(net.Conn)
+	tls     *tls.Config // nil: plain TCP
+	log     *slog.Logger
 
 	group     serve.Group
 	conns     chan net.Conn
@@ -43,10 +51,12 @@ type tcpStream struct {
 // firstByteTimeout bounds the wait for a new connection's first byte.
 const firstByteTimeout = transportTimeout
 
-// newTCPStream starts accepting on ln.
-func newTCPStream(ln net.Listener, advertise net.Addr, dial func(raft.ServerAddress) string, control func(net.Conn)) *tcpStream {
-	s := &tcpStream{ln: ln, advertise: advertise, dial: dial, control: control, conns: make(chan net.Conn),
-		quit: make(chan struct{}), done: make(chan struct{})}
+// newTCPStream starts accepting on ln; with tlsCfg set, every connection
+// it accepts speaks TLS with it.
+func newTCPStream(ln net.Listener, advertise net.Addr, dial func(context.Context, raft.ServerAddress) (net.Conn, error),
+	control func(net.Conn), tlsCfg *tls.Config, log *slog.Logger) *tcpStream {
+	s := &tcpStream{ln: ln, advertise: advertise, dial: dial, control: control, tls: tlsCfg, log: log,
+		conns: make(chan net.Conn), quit: make(chan struct{}), done: make(chan struct{})}
 	go s.acceptLoop()
 	return s
 }
@@ -60,8 +70,21 @@ func (s *tcpStream) acceptLoop() {
 	})
 }
 
-// sort reads c's first byte and hands c to raft or to control.
+// sort reads c's first byte and hands c to raft or to control, after
+// its TLS handshake when the port speaks TLS.
 func (s *tcpStream) sort(c net.Conn) {
+	if s.tls != nil {
+		tc := tls.Server(c, s.tls)
+		tc.SetDeadline(time.Now().Add(firstByteTimeout))
+		if err := tc.Handshake(); err != nil {
+			s.log.Warn("raft port: connection refused, its TLS handshake failed",
+				slog.String(logRemote, c.RemoteAddr().String()), slog.Any(logError, err))
+			c.Close()
+			return
+		}
+		tc.SetWriteDeadline(time.Time{})
+		c = tc
+	}
 	c.SetReadDeadline(time.Now().Add(firstByteTimeout))
 	br := bufio.NewReaderSize(c, 64)
 	first, err := br.Peek(1)
@@ -112,9 +135,11 @@ func (s *tcpStream) Close() error {
 func (s *tcpStream) Addr() net.Addr { return s.advertise }
 
 // Dial dials a peer's raft port, at its Config.Dial address when it has
-// one.
+// one, within timeout (with TLS, the handshake included).
 func (s *tcpStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return net.DialTimeout("tcp", s.dial(addr), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.dial(ctx, addr)
 }
 
 // peekedConn is a connection whose first bytes were read into r.

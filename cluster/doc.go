@@ -100,8 +100,18 @@
 //
 // A node asked to do a leader's operation while it does not lead answers
 // not_leader; the asking node asks the leader it knows, until its
-// deadline. The port has no authentication, like the raft RPCs beside
-// it: keep it on a network only the nodes reach.
+// deadline. Without Config.TLS the port has no authentication, like the
+// raft RPCs beside it: keep it on a network only the nodes reach.
+//
+// # TLS
+//
+// With Config.TLS every connection of the raft port, raft's and control
+// ones alike, starts with a TLS handshake in which both sides present a
+// certificate and verify the other's (PeerTLS); the first byte that tells
+// the protocols apart is then the first byte inside TLS. The dialling
+// node checks that the certificate names the host of the raft address it
+// dials (its advertised one, even when Config.Dial sends the connection
+// elsewhere). A connection whose handshake fails is logged and closed.
 //
 // # Forwarding
 //
@@ -109,6 +119,8 @@
 // follower: it dials the leader's client address and copies bytes both
 // ways unchanged, passing on a clean close as a half-close and a reset as
 // a reset, so that the v1 rules on how a client ends its connection hold
-// through it. A node removed from its cluster forwards nothing: it answers
-// '-' from the moment it knows of its removal.
+// through it. With Config.TLS it dials the leader's mutex port under TLS
+// (PeerTLS.Leader); a half-close is then the socket's, under TLS. A node
+// removed from its cluster forwards nothing: it answers '-' from the
+// moment it knows of its removal.
 package cluster

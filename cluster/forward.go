@@ -1,12 +1,15 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/locking-center/locking-center/internal/serve"
 )
 
 // forwardRetry is how often Forward looks again for a leader while none
@@ -57,6 +60,9 @@ func (c *Cluster) inConfiguration() bool {
 // granted client that closes keeps its grant), a reset as a reset (a '+'
 // the client never read passes the key on, as it does without a proxy).
 //
+// With Config.TLS the leader's mutex port is dialled under TLS
+// (PeerTLS.Leader): the client's bytes travel encrypted both ways.
+//
 // It waits for a leader, and retries a dial that fails, for at most
 // Config.ForwardTimeout; then it returns with the connection unanswered,
 // and the client asks again. It returns false, having read and written
@@ -75,7 +81,7 @@ func (c *Cluster) Forward(conn net.Conn, got []byte) bool {
 			return true
 		}
 		if addr := c.Leader(); addr != "" && addr != c.cfg.ClientAddress {
-			up, err := net.DialTimeout("tcp", addr, max(time.Until(deadline), forwardRetry))
+			up, err := c.dialLeader(addr, max(time.Until(deadline), forwardRetry))
 			if err == nil {
 				proxy(conn, up, got)
 				return true
@@ -92,6 +98,21 @@ func (c *Cluster) Forward(conn net.Conn, got []byte) bool {
 			return true
 		}
 	}
+}
+
+// dialLeader dials the leader's mutex port at addr within timeout, under
+// TLS with Config.TLS (the handshake included), and verifies that the
+// leader's certificate names addr's host.
+func (c *Cluster) dialLeader(addr string, timeout time.Duration) (net.Conn, error) {
+	if c.cfg.TLS == nil {
+		return net.DialTimeout("tcp", addr, timeout)
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: c.cfg.TLS.Leader(host)}
+	return d.Dial("tcp", addr)
 }
 
 // proxy writes got to up, then copies each way until both have ended, and
@@ -121,17 +142,29 @@ func pipe(dst, src net.Conn) {
 		abort(dst)
 		return
 	}
-	if tc, ok := dst.(*net.TCPConn); ok {
-		if tc.CloseWrite() == nil {
-			return
-		}
+	if closeWrite(dst) == nil {
+		return
 	}
 	dst.Close()
 }
 
+// closeWrite half-closes c: a TCP connection's write side, or under TLS
+// the write side of the connection beneath it (without a close_notify;
+// the peer reads an end of stream as it would from its client), once
+// what was written to it is on its way.
+func closeWrite(c net.Conn) error {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
 // abort ends c with a reset.
 func abort(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
+	if tc, ok := serve.Socket(c).(*net.TCPConn); ok {
 		tc.SetLinger(0)
 	}
 	c.Close()

@@ -1,0 +1,138 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/locking-center/locking-center/internal/testcerts"
+	"github.com/locking-center/locking-center/internal/tlsconf"
+	"github.com/locking-center/locking-center/mutex"
+)
+
+// refusalCounter is a log handler that counts the raft port's refused
+// handshakes and passes every record on.
+type refusalCounter struct {
+	slog.Handler
+	n *atomic.Int64
+}
+
+func (h refusalCounter) Handle(ctx context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "TLS handshake failed") {
+		h.n.Add(1)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h refusalCounter) WithAttrs(as []slog.Attr) slog.Handler {
+	return refusalCounter{h.Handler.WithAttrs(as), h.n}
+}
+
+func (h refusalCounter) WithGroup(g string) slog.Handler {
+	return refusalCounter{h.Handler.WithGroup(g), h.n}
+}
+
+// tlsNode is a test node under the TLS of a node certificate of ca, that
+// counts the handshakes its raft port refused.
+func tlsNode(t *testing.T, tn *testNode, ca *testcerts.CA) *atomic.Int64 {
+	t.Helper()
+	dir := t.TempDir()
+	f := ca.Node(t, tn.id).Write(t, dir, tn.id)
+	p, err := tlsconf.LoadPeer(tlsconf.PeerConfig{CertFile: f.Cert, KeyFile: f.Key, CAFile: ca.Write(t, dir, "ca")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn.cfg.TLS = p
+	refused := new(atomic.Int64)
+	tn.cfg.Logger = slog.New(refusalCounter{tn.cfg.Logger.Handler(), refused})
+	return refused
+}
+
+// Three nodes under mutual TLS elect a leader that grants; a node of the
+// same CA is added at a follower (a control request under TLS), catches
+// up and is removed again; a node whose certificate another CA signed is
+// added but gets nothing (the handshakes fail both ways, and are logged),
+// while the cluster serves on; a plain-TCP control request gets no
+// answer; the leader's stop elects another, which keeps the lock.
+func TestClusterTLS(t *testing.T) {
+	ca := testcerts.NewCA(t, "nodes CA")
+	refused := map[string]*atomic.Int64{}
+	nodes := newTestClusterWith(t, 3, testLogStore(t), func(tn *testNode) { refused[tn.id] = tlsNode(t, tn, ca) })
+	changed := nodes[0].changed
+	lead, g := tryLock(t, nodes, mutex.Claim{Key: "k", Source: "v1", RemoteAddr: "10.0.0.1:1"})
+
+	// In the clear, a status request: the port answers nothing, and logs it.
+	plain, err := net.Dial("tcp", lead.c.RaftAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain.SetDeadline(time.Now().Add(30 * time.Second))
+	if err := writeMessage(plain, []byte{controlByte}, controlRequest{Op: opStatus}); err != nil {
+		t.Fatal(err)
+	}
+	var resp controlResponse
+	if err := readMessage(plain, &resp); err == nil {
+		t.Fatalf("a plain control request was answered %+v", resp)
+	}
+	plain.Close()
+	eventually(t, "the leader logged the plain connection", func() bool { return refused[lead.id].Load() > 0 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := followersOf(lead, nodes)[0]
+	ln4, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n4 := newTestNode(t, "n4", ln4, changed)
+	tlsNode(t, n4, ca)
+	n4.start(t)
+	if err := f.c.AddMember(ctx, Peer{ID: "n4", RaftAddress: ln4.Addr().String()}, true); err != nil {
+		t.Fatalf("add n4 at a follower: %v", err)
+	}
+	converge(t, lead, append(nodes, n4))
+
+	ln5, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger := newTestNode(t, "n5", ln5, make(chan struct{}, 1))
+	strangerRefused := tlsNode(t, stranger, testcerts.NewCA(t, "another CA"))
+	stranger.start(t)
+	if err := f.c.AddMember(ctx, Peer{ID: "n5", RaftAddress: ln5.Addr().String()}, false); err != nil {
+		t.Fatalf("add n5 as a nonvoter: %v", err)
+	}
+	eventually(t, "n5 refused the leader's connections", func() bool { return strangerRefused.Load() > 0 })
+	ms, err := f.c.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Reachable != (m.ID != "n5") {
+			t.Errorf("member %+v", m)
+		}
+	}
+	lead, _ = tryLock(t, nodes, mutex.Claim{Key: "k2", Source: "v1"})
+	if stranger.c.fsm.applied.Load() != 0 || stranger.n.Len() != 0 {
+		t.Fatalf("n5 of another CA took the log: applied %d, %d keys", stranger.c.fsm.applied.Load(), stranger.n.Len())
+	}
+	for _, id := range []string{"n5", "n4"} {
+		if err := f.c.RemoveMember(ctx, id); err != nil {
+			t.Fatalf("remove %s at a follower: %v", id, err)
+		}
+	}
+
+	lead.stop()
+	next := awaitLeader(t, followersOf(lead, nodes))
+	held := false
+	for _, h := range next.n.Snapshot().Holders {
+		held = held || h.Key == "k" && h.Token == g.Token
+	}
+	if !held {
+		t.Fatalf("after the failover %s lost k: %+v", next.id, next.n.Snapshot().Holders)
+	}
+}
