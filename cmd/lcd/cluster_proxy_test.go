@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -137,6 +138,9 @@ type lcdCluster struct {
 	nodes []*clusterNode // appended to only by addNode
 	home  []*faultProxy
 	link  [][]*faultProxy
+	// tls, when set, is the client TLS of the nodes' ports (their metrics
+	// port included).
+	tls *tls.Config
 }
 
 // node returns node i.
@@ -311,11 +315,14 @@ func (lc *lcdCluster) isolate(i int, cut bool) {
 
 // status reads node i's /cluster; ok is false when it does not answer.
 func (lc *lcdCluster) status(i int, digest bool) (cluster.Status, bool) {
-	url := "http://" + lc.addrs(i).Metrics + "/cluster"
+	scheme, cl := "http", http.Client{Timeout: 2 * time.Second}
+	if lc.tls != nil {
+		scheme, cl.Transport = "https", &http.Transport{TLSClientConfig: lc.tls}
+	}
+	url := scheme + "://" + lc.addrs(i).Metrics + "/cluster"
 	if digest {
 		url += "?digest"
 	}
-	cl := http.Client{Timeout: 2 * time.Second}
 	resp, err := cl.Get(url)
 	if err != nil {
 		return cluster.Status{}, false

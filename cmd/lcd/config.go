@@ -51,6 +51,10 @@ type Config struct {
 	// and sources taken from them with TLS_SOURCE_FROM_CERT; nil: plain
 	// TCP everywhere.
 	TLS *tlsconf.Config
+	// PeerTLS puts a cluster node's connections to the other nodes under
+	// mutual TLS (TLS_PEER_CA_FILE, TLS_PEER_CERT_FILE, TLS_PEER_KEY_FILE);
+	// nil: plain TCP between them. Set only with Cluster and TLS.
+	PeerTLS *tlsconf.PeerConfig
 	// Security is authentication and the limits (docs/security.md).
 	Security securityConfig
 }
@@ -175,6 +179,9 @@ func (o *options) config(fs *pflag.FlagSet, environ []string) (Config, error) {
 		return Config{}, err
 	}
 	if cfg.TLS, err = o.tls.config(cfg.Cluster != nil); err != nil {
+		return Config{}, err
+	}
+	if cfg.PeerTLS, err = o.tls.peer(cfg.Cluster != nil); err != nil {
 		return Config{}, err
 	}
 	if cfg.Security, err = o.sec.config(); err != nil {

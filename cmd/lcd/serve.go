@@ -42,7 +42,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	tr, err := newTransport(cfg.TLS)
+	tr, err := newTransport(cfg.TLS, cfg.PeerTLS)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
@@ -77,6 +77,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer closeAll(lns)
 		cc := *cfg.Cluster
 		cc.Logger = log
+		cc.TLS = tr.cluster()
 		cc.OnLeader = func(leader bool) {
 			if !leader {
 				sessionSrv.LeaderLost()
@@ -85,6 +86,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if cc.ClientAddress, err = advertised(cc, lns[0].Addr()); err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
+		tr.checkForwarding(cc.ClientAddress, log)
 		if cl, err = cluster.New(cc); err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}

@@ -241,14 +241,19 @@ func TestTLSBadFilesAtStart(t *testing.T) {
 		{"source from cert without client CAs", []string{"TLS_CERT_FILE=" + f.server.Cert, "TLS_KEY_FILE=" + f.server.Key,
 			"TLS_SOURCE_FROM_CERT=true"}, "needs TLS_CLIENT_CA_FILE"},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			code := run(context.Background(), nil, append(lcdEnv(""), tt.env...), io.Discard, &stderr)
-			line := strings.TrimSpace(stderr.String())
-			if code != exitUsage || strings.Count(line, "\n") != 0 || !strings.Contains(line, tt.want) {
-				t.Errorf("exit %d, stderr %q; want exit 2 and one line naming %q", code, line, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { exitsUsage(t, tt.env, tt.want) })
+	}
+}
+
+// exitsUsage runs lcd with env beside lcdEnv's and checks that it exits 2
+// with one line on stderr that holds want.
+func exitsUsage(t *testing.T, env []string, want string) {
+	t.Helper()
+	var stderr bytes.Buffer
+	code := run(context.Background(), nil, append(lcdEnv(""), env...), io.Discard, &stderr)
+	line := strings.TrimSpace(stderr.String())
+	if code != exitUsage || strings.Count(line, "\n") != 0 || !strings.Contains(line, want) {
+		t.Errorf("exit %d, stderr %q; want exit 2 and one line naming %q", code, line, want)
 	}
 }
 
