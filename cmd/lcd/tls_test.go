@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
 	"github.com/locking-center/locking-center/internal/testcerts"
@@ -246,11 +247,14 @@ func TestTLSBadFilesAtStart(t *testing.T) {
 }
 
 // exitsUsage runs lcd with env beside lcdEnv's and checks that it exits 2
-// with one line on stderr that holds want.
+// with one line on stderr that holds want. An lcd that starts instead is
+// stopped after a minute, and fails the check.
 func exitsUsage(t *testing.T, env []string, want string) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	var stderr bytes.Buffer
-	code := run(context.Background(), nil, append(lcdEnv(""), env...), io.Discard, &stderr)
+	code := run(ctx, nil, append(lcdEnv(""), env...), io.Discard, &stderr)
 	line := strings.TrimSpace(stderr.String())
 	if code != exitUsage || strings.Count(line, "\n") != 0 || !strings.Contains(line, want) {
 		t.Errorf("exit %d, stderr %q; want exit 2 and one line naming %q", code, line, want)
