@@ -36,12 +36,13 @@ func (h refusalCounter) WithGroup(g string) slog.Handler {
 	return refusalCounter{h.Handler.WithGroup(g), h.n}
 }
 
-// tlsNode is a test node under the TLS of a node certificate of ca, that
-// counts the handshakes its raft port refused.
-func tlsNode(t *testing.T, tn *testNode, ca *testcerts.CA) *atomic.Int64 {
+// tlsNode is a test node under the TLS of a node certificate of ca for
+// hosts (testcerts.Node), that counts the handshakes its raft port
+// refused.
+func tlsNode(t *testing.T, tn *testNode, ca *testcerts.CA, hosts ...string) *atomic.Int64 {
 	t.Helper()
 	dir := t.TempDir()
-	f := ca.Node(t, tn.id).Write(t, dir, tn.id)
+	f := ca.Node(t, tn.id, hosts...).Write(t, dir, tn.id)
 	p, err := tlsconf.LoadPeer(tlsconf.PeerConfig{CertFile: f.Cert, KeyFile: f.Key, CAFile: ca.Write(t, dir, "ca")})
 	if err != nil {
 		t.Fatal(err)
@@ -54,14 +55,25 @@ func tlsNode(t *testing.T, tn *testNode, ca *testcerts.CA) *atomic.Int64 {
 
 // Three nodes under mutual TLS elect a leader that grants; a node of the
 // same CA is added at a follower (a control request under TLS), catches
-// up and is removed again; a node whose certificate another CA signed is
+// up and is removed again (the others dial it by another name, and check
+// its certificate for the host of its raft address); a node whose certificate another CA signed is
 // added but gets nothing (the handshakes fail both ways, and are logged),
 // while the cluster serves on; a plain-TCP control request gets no
 // answer; the leader's stop elects another, which keeps the lock.
 func TestClusterTLS(t *testing.T) {
 	ca := testcerts.NewCA(t, "nodes CA")
+	// n4's certificate names 127.0.0.1 only, its raft address's host; the
+	// others dial it at localhost.
+	ln4, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port4, _ := net.SplitHostPort(ln4.Addr().String())
 	refused := map[string]*atomic.Int64{}
-	nodes := newTestClusterWith(t, 3, testLogStore(t), func(tn *testNode) { refused[tn.id] = tlsNode(t, tn, ca) })
+	nodes := newTestClusterWith(t, 3, testLogStore(t), func(tn *testNode) {
+		refused[tn.id] = tlsNode(t, tn, ca)
+		tn.cfg.Dial = map[string]string{"n4": net.JoinHostPort("localhost", port4)}
+	})
 	changed := nodes[0].changed
 	lead, g := tryLock(t, nodes, mutex.Claim{Key: "k", Source: "v1", RemoteAddr: "10.0.0.1:1"})
 
@@ -84,14 +96,12 @@ func TestClusterTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	f := followersOf(lead, nodes)[0]
-	ln4, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	n4 := newTestNode(t, "n4", ln4, changed)
-	tlsNode(t, n4, ca)
+	tlsNode(t, n4, ca, "127.0.0.1")
 	n4.start(t)
-	if err := f.c.AddMember(ctx, Peer{ID: "n4", RaftAddress: ln4.Addr().String()}, true); err != nil {
+	// With its client address, the add records n4's addresses first, so
+	// that the others dial it at its Config.Dial address from the start.
+	if err := f.c.AddMember(ctx, Peer{ID: "n4", RaftAddress: ln4.Addr().String(), ClientAddress: n4.cfg.ClientAddress}, true); err != nil {
 		t.Fatalf("add n4 at a follower: %v", err)
 	}
 	converge(t, lead, append(nodes, n4))

@@ -83,17 +83,27 @@ func (ca *CA) Server(t T) *Cert {
 	})
 }
 
-// Node returns a certificate of a cluster node named cn, for 127.0.0.1,
-// ::1 and localhost, good for both server and client authentication: a
-// node presents it when it serves and when it dials.
-func (ca *CA) Node(t T, cn string) *Cert {
+// Node returns a certificate of a cluster node named cn, good for both
+// server and client authentication (a node presents it when it serves and
+// when it dials), for hosts: IP addresses and DNS names; for 127.0.0.1,
+// ::1 and localhost when none is given.
+func (ca *CA) Node(t T, cn string, hosts ...string) *Cert {
 	t.Helper()
-	return ca.issue(t, &x509.Certificate{
+	tmpl := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: cn},
-		DNSNames:    []string{"localhost"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	})
+	}
+	if len(hosts) == 0 {
+		hosts = []string{"127.0.0.1", "::1", "localhost"}
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	return ca.issue(t, tmpl)
 }
 
 // Client returns a client certificate with common name cn (may be empty)
