@@ -1,7 +1,10 @@
 // Package tlsconf is the server side of lcd's TLS: the certificate, its
 // key and the client CAs, read from PEM files; the tls.Config of each
 // port; a reload that swaps the files' contents in for new handshakes;
-// and the name a verified client certificate gives its holder.
+// and the name a verified client certificate gives its holder. Peer is
+// the same for a cluster node's TLS towards the other nodes, both sides of
+// it: the node certificate, the nodes' CAs, and the configs of the raft
+// port and of the dials to the other nodes.
 //
 // Every tls.Config a Store hands out reads the store's current contents at
 // each handshake (tls.Config.GetConfigForClient), so a Reload takes effect
