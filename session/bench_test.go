@@ -2,6 +2,8 @@ package session
 
 import (
 	"encoding/binary"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -34,4 +36,71 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		copy(release[len(release)-8:], token)
 		exchange(release, TypeOK)
 	}
+}
+
+// BenchmarkParkedRequests parks 10,000 acquires, 100 on each of 100
+// sessions (one on each of 100 keys that another session holds, each with
+// an owner of its own), as the session-memory benchmark's "parked
+// request, 100 per session" does, and reports per parked request the heap
+// it keeps (B/parked, after a collection) and what the server allocated
+// to park it (alloc-B/parked, allocs/parked: garbage included). The
+// client side allocates nothing once its frames are built; the wait for
+// the last request reads the table every millisecond, a few allocations
+// in all.
+func BenchmarkParkedRequests(b *testing.B) {
+	const sessions, keys = 100, 100
+	var kept, alloc, mallocs, rounds int64
+	for b.Loop() {
+		b.StopTimer()
+		e := startOn(b, envOptions{cfg: Config{ParkAfter: DefaultParkAfter}})
+		holder := e.hello(b, "holder")
+		for k := range keys {
+			holder.granted(holder.acquire("parked/" + strconv.Itoa(k)))
+		}
+		clients := make([]*client, sessions)
+		batches := make([][]byte, sessions)
+		for i := range clients {
+			c := e.hello(b, "parker-"+strconv.Itoa(i))
+			for k := range keys {
+				c.id++
+				batches[i] = append(batches[i], frameOf(TypeAcquire, c.id, func(fb *frameBuilder) {
+					fb.str(TagKey, "parked/"+strconv.Itoa(k))
+					fb.str(TagOwner, "o"+strconv.Itoa(k))
+				})...)
+			}
+			clients[i] = c
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		for i, c := range clients {
+			c.write(batches[i])
+		}
+		// Each session's frames are applied in order: its last key queued
+		// means all of its acquires are.
+		last := "parked/" + strconv.Itoa(keys-1)
+		for parked(e.node, last) < sessions {
+			time.Sleep(time.Millisecond)
+		}
+		b.StopTimer()
+		runtime.ReadMemStats(&after)
+		alloc += int64(after.TotalAlloc - before.TotalAlloc)
+		mallocs += int64(after.Mallocs - before.Mallocs)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		for k := range keys {
+			if n := parked(e.node, "parked/"+strconv.Itoa(k)); n != sessions {
+				b.Fatalf("parked/%d: %d parked, want %d", k, n, sessions)
+			}
+		}
+		kept += int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		rounds++
+		e.stop()
+		b.StartTimer()
+	}
+	n := float64(rounds * sessions * keys)
+	b.ReportMetric(float64(kept)/n, "B/parked")
+	b.ReportMetric(float64(alloc)/n, "alloc-B/parked")
+	b.ReportMetric(float64(mallocs)/n, "allocs/parked")
 }
