@@ -73,13 +73,13 @@ func (t *Table) overParked(a unique.Handle[string], c *Command) bool {
 // enqueue parks r at the tail of e's queue, charged to its account.
 func (t *Table) enqueue(e *entry, r *request) {
 	e.enqueue(r)
-	t.charge(r.account, 0, 1)
+	t.charge(r.account(), 0, 1)
 }
 
 // unlink takes r out of its key's queue and its account's charge.
 func (t *Table) unlink(r *request) {
 	r.e.unlink(r)
-	t.charge(r.account, 0, -1)
+	t.charge(r.account(), 0, -1)
 }
 
 // Usage returns what account holds and has parked.

@@ -21,8 +21,9 @@ const (
 	// OpRenew extends the lease of the lock Token of Key held by Session,
 	// by Lease or, when zero, by the lease its acquire asked for.
 	OpRenew
-	// OpCancel withdraws a parked request: the table's Ticket, or the
-	// request Target of Session.
+	// OpCancel withdraws a parked request: with Session, the request
+	// Target of that session; with Session 0, the v1 request of Ticket
+	// (a session's request is not found by its ticket).
 	OpCancel
 	// OpRevoke undoes the grant Token of Key: a grant whose answer could
 	// not be delivered or made durable. No lock-delay follows.

@@ -71,8 +71,8 @@ func (r *run) checkAccounts(c Command, res Result) {
 	for _, e := range r.tab.keys {
 		e.eachHolder(func(h *holder) { add(h.account.Value(), 1, 0) })
 	}
-	for _, q := range r.tab.tickets {
-		add(q.account.Value(), 0, 1)
+	for _, q := range r.tab.parked {
+		add(q.account().Value(), 0, 1)
 	}
 	if len(want) != len(r.tab.accounts) {
 		r.t.Fatalf("%d accounts charged, %d have locks or requests", len(r.tab.accounts), len(want))
@@ -119,14 +119,15 @@ func (r *run) checkTokens(res Result, evs []Event) {
 }
 
 type waiter struct {
+	q        *request
 	ticket   uint64
 	priority int32
 }
 
 func (r *run) waitersByKey() map[string][]waiter {
 	out := map[string][]waiter{}
-	for _, q := range r.tab.tickets {
-		out[q.e.key] = append(out[q.e.key], waiter{q.ticket, q.priority})
+	for _, q := range r.tab.parked {
+		out[q.e.key] = append(out[q.e.key], waiter{q, q.ticket, q.priority()})
 	}
 	return out
 }
@@ -145,7 +146,7 @@ func (r *run) checkFIFO(before map[string][]waiter, evs []Event) {
 			}
 		}
 		for _, w := range before[ev.Key] {
-			if w.priority == prio && w.ticket < ev.Ticket && r.tab.tickets[w.ticket] != nil {
+			if w.priority == prio && w.ticket < ev.Ticket && r.tab.parked[w.q.key()] == w.q {
 				r.t.Fatalf("ticket %d of %q granted before ticket %d of the same priority", ev.Ticket, ev.Key, w.ticket)
 			}
 		}
@@ -218,7 +219,7 @@ func (r *run) checkState(touched map[string]bool) {
 		}
 		if touched[key] && e.x != nil && e.x.head != nil && !e.delayed() {
 			b := e.best(r.now.UnixNano())
-			if e.compatible(b.mode, b.limit) {
+			if e.compatible(b.mode, b.limit()) {
 				r.t.Fatalf("%q: the head of its queue fits beside the holders but waits", key)
 			}
 		}
@@ -305,15 +306,24 @@ func (r *run) step(t *rapid.T) {
 		}
 		r.apply(c)
 	case 6:
-		if len(r.tab.tickets) == 0 {
+		// A v1 request is cancelled by its ticket, a session's by the
+		// session and its request id.
+		if len(r.tab.parked) == 0 {
 			return
 		}
-		var tickets []uint64
-		for tk := range r.tab.tickets {
-			tickets = append(tickets, tk)
+		var parked []*request
+		for _, q := range r.tab.parked {
+			parked = append(parked, q)
 		}
-		slices.Sort(tickets)
-		r.apply(Command{Op: OpCancel, Ticket: rapid.SampledFrom(tickets).Draw(t, "ticket")})
+		slices.SortFunc(parked, func(a, b *request) int { return cmpU64(a.ticket, b.ticket) })
+		q := rapid.SampledFrom(parked).Draw(t, "parked")
+		c := Command{Op: OpCancel, Ticket: q.ticket}
+		if q.sess != nil {
+			c = Command{Op: OpCancel, Session: q.sess.id, Target: q.request}
+		}
+		if res := r.apply(c); res.Status != StatusOK {
+			r.t.Fatalf("cancel of parked ticket %d: %v", q.ticket, res.Status)
+		}
 	case 7:
 		if len(r.sessions) == 0 {
 			return

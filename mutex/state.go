@@ -122,16 +122,16 @@ func (t *Table) Export(f func(*Record)) {
 		for q := e.x.head; q != nil; q = q.next {
 			r := Record{Kind: RecordWaiter, Key: k, Ticket: q.ticket, Request: q.request,
 				Source: q.source.Value(), RemoteAddr: q.remote, QueuedAt: nanoTime(q.queuedAt),
-				Mode: q.mode, Limit: q.limit, Owner: q.owner, LeaseFor: time.Duration(q.leaseFor),
-				DelayFor: time.Duration(q.delayFor), Priority: q.priority, Reentrant: q.reentrant,
+				Mode: q.mode, Limit: q.limit(), Owner: q.owner, LeaseFor: time.Duration(q.leaseFor()),
+				DelayFor: time.Duration(q.delayFor()), Priority: q.priority(), Reentrant: q.reentrant,
 				ConnBound: q.connBound}
-			if q.wait != nil {
-				r.WaitAt = nanoTime(q.wait.at)
+			if w := q.wait(); w != nil {
+				r.WaitAt = nanoTime(w.at)
 			}
 			if q.sess != nil {
 				r.Session = q.sess.id
 			} else {
-				r.Account = q.account.Value()
+				r.Account = q.account().Value()
 			}
 			f(&r)
 		}
@@ -219,7 +219,7 @@ func (t *Table) importHolder(r *Record) bool {
 }
 
 func (t *Table) importWaiter(r *Record) bool {
-	if ValidateKey(r.Key) != nil || r.Ticket == 0 || t.tickets[r.Ticket] != nil {
+	if ValidateKey(r.Key) != nil || r.Ticket == 0 {
 		return false
 	}
 	var s *session
@@ -229,21 +229,19 @@ func (t *Table) importWaiter(r *Record) bool {
 		}
 	}
 	e := t.entryFor(r.Key)
-	q := &request{ticket: r.Ticket, e: e, sess: s, request: r.Request, source: unique.Make(r.Source),
-		account: unique.Make(r.Account), remote: r.RemoteAddr, queuedAt: timeNano(r.QueuedAt), leaseFor: int64(r.LeaseFor),
-		delayFor: int64(r.DelayFor), mode: r.Mode, limit: normLimit(r.Limit), priority: r.Priority,
-		reentrant: r.Reentrant, connBound: r.ConnBound, owner: r.Owner}
-	if s != nil {
-		q.account = s.account
+	q := newRequest(e, s, r.Request, unique.Make(r.Source), unique.Make(r.Account), r.RemoteAddr, r.Owner,
+		timeNano(r.QueuedAt), int64(r.LeaseFor), int64(r.DelayFor), r.Mode, r.Limit, r.Priority, r.Reentrant, r.ConnBound)
+	q.ticket = r.Ticket
+	if t.parked[q.key()] != nil {
+		return false
 	}
 	t.enqueue(e, q)
-	t.tickets[q.ticket] = q
+	t.parked[q.key()] = q
 	if s != nil {
 		s.addParked(q)
 	}
 	if !r.WaitAt.IsZero() {
-		q.wait = &timer{at: r.WaitAt.UnixNano(), kind: timerWait, req: q}
-		t.timers.push(q.wait)
+		t.timers.push(q.setWait(r.WaitAt.UnixNano()))
 	}
 	t.lastTicket = max(t.lastTicket, r.Ticket)
 	return true
@@ -269,7 +267,7 @@ func (t *Table) FinishImport() {
 			rs = append(rs, r)
 		}
 		slices.SortFunc(rs, func(a, b *request) int { return cmpU64(a.ticket, b.ticket) })
-		s.parkedHead, s.parkedTail, s.parkedN, s.byRequest = nil, nil, 0, nil
+		s.parkedHead, s.parkedTail, s.parkedN = nil, nil, 0
 		for _, r := range rs {
 			r.sprev, r.snext = nil, nil
 			s.addParked(r)
@@ -300,7 +298,7 @@ func (t *Table) RestoreV1(key, source, remote string, acquired time.Time) {
 // Records returns about how many records Export would write: the state,
 // the sessions, the holders and the waiters (keys with a limit or a
 // lock-delay of their own are not counted).
-func (t *Table) Records() int { return 1 + len(t.sessions) + t.held + len(t.tickets) }
+func (t *Table) Records() int { return 1 + len(t.sessions) + t.held + len(t.parked) }
 
 // Clone returns a table equal to t, sharing nothing with it.
 func (t *Table) Clone() *Table {

@@ -114,7 +114,7 @@ func (t *Table) snapshot(now time.Time) Snapshot {
 		Taken:     now,
 		Holders:   make([]Holder, 0, len(t.keys)),
 		Sessions:  make([]SessionInfo, 0, len(t.sessions)),
-		Parked:    len(t.tickets),
+		Parked:    len(t.parked),
 		LastToken: t.lastToken,
 		Counters: CounterSnapshot{
 			Grants: t.stats.Grants, Busy: t.stats.Busy, Withdrawn: t.stats.Withdrawn,

@@ -27,7 +27,7 @@ const AgingStep = time.Second
 type Table struct {
 	keys     map[string]*entry
 	sessions map[uint64]*session
-	tickets  map[uint64]*request // parked requests by ticket
+	parked   map[parkKey]*request // parked requests, by parkKey
 	accounts map[unique.Handle[string]]*usage
 
 	lastToken   uint64
@@ -39,7 +39,7 @@ type Table struct {
 	events []Event
 	stats  Counters
 
-	visitGen uint64     // deadlock search: a new mark per search
+	visitGen uint32     // deadlock search: a new mark per search
 	stack    []*request // deadlock search: reused
 	advanced bool       // the command being applied moved a session's applied id
 }
@@ -107,29 +107,126 @@ type hold struct {
 	sprev, snext *hold
 }
 
-// request is a parked acquire.
+// request is a parked acquire: 128 bytes on 64-bit platforms. What most
+// requests leave at its zero value (a v1 account, a lease, a lock-delay,
+// a limit, a priority, a deadline) is in x, allocated only for a request
+// that names one; the account of a session's request is its session's.
 type request struct {
-	ticket    uint64
-	e         *entry
-	sess      *session // nil for v1
-	request   uint64
-	source    unique.Handle[string]
-	account   unique.Handle[string]
-	remote    string
-	queuedAt  int64
-	leaseFor  int64
-	delayFor  int64
-	mode      Mode
-	limit     uint32
-	priority  int32
-	reentrant bool
-	connBound bool
-	owner     string
-	wait      *timer // its deadline; nil: it waits for as long as it takes
-	visit     uint64
+	ticket   uint64
+	e        *entry
+	sess     *session // nil for v1
+	request  uint64
+	source   unique.Handle[string]
+	remote   string
+	owner    string
+	queuedAt int64
+	x        *requestExt // nil: none of its fields set
 
 	prev, next   *request // the key's queue, in arrival order
 	sprev, snext *request // the session's parked requests
+
+	visit     uint32 // deadlock search: the mark of the last search that reached it
+	mode      Mode
+	reentrant bool
+	connBound bool
+}
+
+// requestExt is what a request needs beyond the common case.
+type requestExt struct {
+	account  unique.Handle[string] // a v1 request's, when it names one
+	leaseFor int64                 // nanoseconds
+	delayFor int64                 // nanoseconds
+	limit    uint32                // above 1: the key's limit it asks for
+	priority int32
+	wait     *timer // its deadline; nil: it waits for as long as it takes
+}
+
+// parkKey finds a parked request: a session's by the session and the
+// client's request id, a v1 request by its ticket (session 0).
+type parkKey struct{ session, id uint64 }
+
+// key returns where the table keeps r once it has a ticket.
+func (r *request) key() parkKey {
+	if r.sess != nil {
+		return parkKey{r.sess.id, r.request}
+	}
+	return parkKey{0, r.ticket}
+}
+
+// newRequest returns a request of the given fields, with x only when one
+// of the fields kept there is set.
+func newRequest(e *entry, s *session, id uint64, source, account unique.Handle[string], remote, owner string,
+	queuedAt, leaseFor, delayFor int64, mode Mode, limit uint32, priority int32, reentrant, connBound bool) *request {
+	r := &request{e: e, sess: s, request: id, source: source, remote: remote, owner: owner,
+		queuedAt: queuedAt, mode: mode, reentrant: reentrant, connBound: connBound}
+	if s != nil || account == noAccount {
+		account = unique.Handle[string]{}
+	}
+	if limit <= 1 {
+		limit = 0
+	}
+	if account != (unique.Handle[string]{}) || leaseFor != 0 || delayFor != 0 || limit != 0 || priority != 0 {
+		r.x = &requestExt{account: account, leaseFor: leaseFor, delayFor: delayFor, limit: limit, priority: priority}
+	}
+	return r
+}
+
+// setWait gives r a deadline at the node clock's at.
+func (r *request) setWait(at int64) *timer {
+	if r.x == nil {
+		r.x = &requestExt{}
+	}
+	r.x.wait = &timer{at: at, kind: timerWait, req: r}
+	return r.x.wait
+}
+
+// wait returns r's deadline, nil without one.
+func (r *request) wait() *timer {
+	if r.x == nil {
+		return nil
+	}
+	return r.x.wait
+}
+
+// account returns who r is charged to: its session's account, or a v1
+// request's own.
+func (r *request) account() unique.Handle[string] {
+	if r.sess != nil {
+		return r.sess.account
+	}
+	if r.x == nil || r.x.account == (unique.Handle[string]{}) {
+		return noAccount
+	}
+	return r.x.account
+}
+
+func (r *request) leaseFor() int64 {
+	if r.x == nil {
+		return 0
+	}
+	return r.x.leaseFor
+}
+
+func (r *request) delayFor() int64 {
+	if r.x == nil {
+		return 0
+	}
+	return r.x.delayFor
+}
+
+// limit returns the key's limit r asks for: 1, or N for a semaphore.
+func (r *request) limit() uint32 {
+	if r.x == nil {
+		return 1
+	}
+	return normLimit(r.x.limit)
+}
+
+func (r *request) priority() int32 {
+	if r.x == nil {
+		return 0
+	}
+	return r.x.priority
 }
 
 // session is a client of the session protocol, as the table knows it. Its
@@ -147,7 +244,6 @@ type session struct {
 	heldN                  int
 	parkedHead, parkedTail *request
 	parkedN                int
-	byRequest              map[uint64]*request // parked, by client request id
 }
 
 // NewTable returns an empty table.
@@ -155,7 +251,7 @@ func NewTable() *Table {
 	return &Table{
 		keys:     make(map[string]*entry),
 		sessions: make(map[uint64]*session),
-		tickets:  make(map[uint64]*request),
+		parked:   make(map[parkKey]*request),
 		accounts: make(map[unique.Handle[string]]*usage),
 		stats:    Counters{Wait: newHistogram()},
 	}
@@ -336,12 +432,8 @@ func (t *Table) acquire(c *Command) Result {
 		t.stats.Busy++
 		return refuse(Result{Status: StatusBusy})
 	}
-	r := &request{
-		e: e, sess: s, request: c.Request, source: unique.Make(c.Source), account: account, remote: c.RemoteAddr,
-		queuedAt: now, leaseFor: int64(c.Lease), delayFor: int64(min(c.Delay, MaxLockDelay)),
-		mode: c.Mode, limit: normLimit(c.Limit), priority: c.Priority, reentrant: c.Reentrant,
-		connBound: c.ConnBound, owner: c.Owner,
-	}
+	r := newRequest(e, s, c.Request, unique.Make(c.Source), account, c.RemoteAddr, c.Owner, now, int64(c.Lease),
+		int64(min(c.Delay, MaxLockDelay)), c.Mode, c.Limit, c.Priority, c.Reentrant, c.ConnBound)
 	t.enqueue(e, r)
 	if granted := t.promote(e, now, c.At, r); granted != nil {
 		t.emit(Event{Kind: EventGranted, Key: e.key, Token: granted.token, Session: c.Session,
@@ -369,13 +461,12 @@ func (t *Table) acquire(c *Command) Result {
 	}
 	t.lastTicket++
 	r.ticket = t.lastTicket
-	t.tickets[r.ticket] = r
+	t.parked[r.key()] = r
 	if s != nil {
 		s.addParked(r)
 	}
 	if c.Wait > 0 {
-		r.wait = &timer{at: now + int64(c.Wait), kind: timerWait, req: r}
-		t.timers.push(r.wait)
+		t.timers.push(r.setWait(now + int64(c.Wait)))
 	}
 	return Result{Status: StatusParked, Ticket: r.ticket, Changed: true}
 }
@@ -411,13 +502,13 @@ func (t *Table) promote(e *entry, now int64, at time.Time, want *request) *holde
 	var got *holder
 	for e.x != nil && e.x.head != nil && !e.delayed() {
 		r := e.best(now)
-		if !e.compatible(r.mode, r.limit) {
+		if !e.compatible(r.mode, r.limit()) {
 			break
 		}
 		t.unlink(r)
 		t.unpark(r)
-		h := t.grantHandle(e, r.sess, r.request, r.source, r.account, r.remote, r.mode, r.owner,
-			r.leaseFor, r.delayFor, now, now-r.queuedAt)
+		h := t.grantHandle(e, r.sess, r.request, r.source, r.account(), r.remote, r.mode, r.owner,
+			r.leaseFor(), r.delayFor(), now, now-r.queuedAt)
 		if r == want {
 			got = h
 			continue
@@ -428,7 +519,7 @@ func (t *Table) promote(e *entry, now int64, at time.Time, want *request) *holde
 		}
 		t.emit(Event{Kind: EventGranted, Parked: true, Key: e.key, Token: h.token, Session: sid,
 			Request: r.request, Ticket: r.ticket, Source: r.source.Value(), Mode: r.mode, At: at,
-			Lease: time.Duration(r.leaseFor)})
+			Lease: time.Duration(r.leaseFor())})
 	}
 	return got
 }
@@ -436,13 +527,13 @@ func (t *Table) promote(e *entry, now int64, at time.Time, want *request) *holde
 // unpark forgets the bookkeeping of a parked request that left its queue.
 func (t *Table) unpark(r *request) {
 	if r.ticket != 0 {
-		delete(t.tickets, r.ticket)
+		delete(t.parked, r.key())
+		if r.sess != nil {
+			r.sess.removeParked(r)
+		}
 	}
-	if r.sess != nil && r.ticket != 0 {
-		r.sess.removeParked(r)
-	}
-	if r.wait != nil {
-		t.timers.remove(r.wait)
+	if w := r.wait(); w != nil {
+		t.timers.remove(w)
 	}
 }
 
@@ -548,9 +639,9 @@ func (t *Table) cancel(c *Command) Result {
 		if !ok {
 			return res
 		}
-		r = s.byRequest[c.Target]
-	} else {
-		r = t.tickets[c.Ticket]
+		r = t.parked[parkKey{s.id, c.Target}]
+	} else if c.Ticket != 0 {
+		r = t.parked[parkKey{0, c.Ticket}]
 	}
 	if r == nil {
 		return Result{Status: StatusNotParked}
@@ -630,7 +721,7 @@ func (t *Table) resetKey(c *Command) Result {
 func (t *Table) resetSource(c *Command) Result {
 	src := unique.Make(c.Source)
 	var parked []*request
-	for _, r := range t.tickets {
+	for _, r := range t.parked {
 		if r.source == src {
 			parked = append(parked, r)
 		}
@@ -744,7 +835,7 @@ func (t *Table) tick(now int64, at time.Time) bool {
 func (t *Table) restart(c *Command) Result {
 	now := c.unixNano()
 	var gone []*request
-	for _, r := range t.tickets {
+	for _, r := range t.parked {
 		if r.connBound {
 			gone = append(gone, r)
 		}
@@ -819,6 +910,13 @@ func (t *Table) wouldDeadlock(r *request) bool {
 		return false
 	}
 	t.visitGen++
+	if t.visitGen == 0 {
+		// The mark wrapped: an old mark could pass for the new one.
+		for _, p := range t.parked {
+			p.visit = 0
+		}
+		t.visitGen = 1
+	}
 	gen := t.visitGen
 	stack := t.stack[:0]
 	// found reports whether the node (sess, owner) is r's own; otherwise
@@ -1054,7 +1152,7 @@ func (e *entry) enqueue(r *request) {
 	}
 	x.tail = r
 	x.queued++
-	if r.priority != 0 {
+	if r.priority() != 0 {
 		x.prioritized++
 	}
 }
@@ -1073,7 +1171,7 @@ func (e *entry) unlink(r *request) {
 	}
 	r.prev, r.next = nil, nil
 	x.queued--
-	if r.priority != 0 {
+	if r.priority() != 0 {
 		x.prioritized--
 	}
 }
@@ -1097,7 +1195,7 @@ func (e *entry) best(now int64) *request {
 
 // effective returns r's priority at now, aged by its wait.
 func effective(r *request, now int64) int64 {
-	return int64(r.priority) + max(now-r.queuedAt, 0)/int64(AgingStep)
+	return int64(r.priority()) + max(now-r.queuedAt, 0)/int64(AgingStep)
 }
 
 // --- session lists ---
@@ -1135,10 +1233,6 @@ func (s *session) addParked(r *request) {
 	}
 	s.parkedTail = r
 	s.parkedN++
-	if s.byRequest == nil {
-		s.byRequest = make(map[uint64]*request)
-	}
-	s.byRequest[r.request] = r
 }
 
 func (s *session) removeParked(r *request) {
@@ -1154,7 +1248,6 @@ func (s *session) removeParked(r *request) {
 	}
 	r.sprev, r.snext = nil, nil
 	s.parkedN--
-	delete(s.byRequest, r.request)
 }
 
 func cmpU64(a, b uint64) int {

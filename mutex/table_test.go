@@ -307,6 +307,31 @@ func TestCancel(t *testing.T) {
 	b.want(b.apply(Command{Op: OpCancel, Ticket: 999}), StatusNotParked)
 }
 
+// A parked request is found by what its maker was told: a session's by
+// the session and its request id, a v1 request by its ticket.
+func TestCancelFindsTheRightRequest(t *testing.T) {
+	b := newBench(t)
+	b.want(b.v1("k", "h"), StatusGranted)
+	s1, s2 := b.open("a"), b.open("b")
+	p1 := b.want(b.apply(Command{Op: OpAcquire, Session: s1, Request: 10, Key: "k"}), StatusParked)
+	b.want(b.apply(Command{Op: OpAcquire, Session: s2, Request: 10, Key: "k"}), StatusParked)
+	w := b.want(b.v1("k", "w"), StatusParked)
+	b.want(b.apply(Command{Op: OpCancel, Ticket: p1.Ticket}), StatusNotParked) // a session's ticket
+	b.want(b.apply(Command{Op: OpCancel, Session: s2, Request: 11, Target: w.Ticket}), StatusNotParked)
+	b.events()
+	b.want(b.apply(Command{Op: OpCancel, Session: s2, Request: 12, Target: 10}), StatusOK)
+	if ev := b.events(); len(ev) != 1 || ev[0].Kind != EventWithdrawn || ev[0].Session != s2 || ev[0].Request != 10 {
+		t.Fatalf("cancel of session %d's request 10: events %+v", s2, ev)
+	}
+	b.want(b.apply(Command{Op: OpCancel, Ticket: w.Ticket}), StatusOK)
+	if ev := b.events(); len(ev) != 1 || ev[0].Kind != EventWithdrawn || ev[0].Ticket != w.Ticket {
+		t.Fatalf("cancel of ticket %d: events %+v", w.Ticket, ev)
+	}
+	if st := b.tab.snapshot(b.now); st.Parked != 1 || st.Sessions[0].Parked != 1 {
+		t.Fatalf("left parked: %d, session %d: %d, want 1 and 1", st.Parked, s1, st.Sessions[0].Parked)
+	}
+}
+
 func TestSharedExclusiveFairness(t *testing.T) {
 	b := newBench(t)
 	r1, r2, w, r3 := b.open("r1"), b.open("r2"), b.open("w"), b.open("r3")
