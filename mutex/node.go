@@ -216,13 +216,23 @@ type wake struct {
 }
 
 // deliveries collects what one call owes others, to do after the lock.
+// It stays on its caller's stack: the first route, the only one of most
+// calls, is kept in place and allocates nothing (room for more in the
+// struct itself, a slice into it, would move it to the heap).
 type deliveries struct {
 	wakes  []wake
-	routes []Route
-	buf    [2]wake
+	route  Route   // the first route; nil: none
+	routes []Route // the others
 }
 
 func (d *deliveries) addRoute(r Route) {
+	if d.route == nil {
+		d.route = r
+		return
+	}
+	if d.route == r {
+		return
+	}
 	for _, x := range d.routes {
 		if x == r {
 			return
@@ -235,6 +245,9 @@ func (d *deliveries) run() {
 	for i, w := range d.wakes {
 		w.w(w.ev, w.p)
 		d.wakes[i] = wake{}
+	}
+	if d.route != nil {
+		d.route.Flush()
 	}
 	for _, r := range d.routes {
 		r.Flush()
@@ -254,7 +267,6 @@ func (n *Node) ApplyWake(c Command, w Waker) (Result, Pending) {
 		return n.propose(c, &proposal{waker: w}), nil
 	}
 	var d deliveries
-	d.wakes = d.buf[:0]
 	n.mu.Lock()
 	now := n.now()
 	c.At = now
