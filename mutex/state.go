@@ -121,8 +121,8 @@ func (t *Table) Export(f func(*Record)) {
 		}
 		for q := e.x.head; q != nil; q = q.next {
 			r := Record{Kind: RecordWaiter, Key: k, Ticket: q.ticket, Request: q.request,
-				Source: q.source.Value(), RemoteAddr: q.remote, QueuedAt: nanoTime(q.queuedAt),
-				Mode: q.mode, Limit: q.limit(), Owner: q.owner, LeaseFor: time.Duration(q.leaseFor()),
+				Source: q.source.Value(), RemoteAddr: q.remote.Value(), QueuedAt: nanoTime(q.queuedAt),
+				Mode: q.mode, Limit: q.limit(), Owner: q.owner.Value(), LeaseFor: time.Duration(q.leaseFor()),
 				DelayFor: time.Duration(q.delayFor()), Priority: q.priority(), Reentrant: q.reentrant,
 				ConnBound: q.connBound}
 			if w := q.wait(); w != nil {

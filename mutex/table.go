@@ -107,18 +107,20 @@ type hold struct {
 	sprev, snext *hold
 }
 
-// request is a parked acquire: 128 bytes on 64-bit platforms. What most
+// request is a parked acquire: 112 bytes on 64-bit platforms. What most
 // requests leave at its zero value (a v1 account, a lease, a lock-delay,
 // a limit, a priority, a deadline) is in x, allocated only for a request
 // that names one; the account of a session's request is its session's.
+// Its strings are interned: the requests of one connection share its
+// remote address, and owners repeat.
 type request struct {
 	ticket   uint64
 	e        *entry
 	sess     *session // nil for v1
 	request  uint64
 	source   unique.Handle[string]
-	remote   string
-	owner    string
+	remote   unique.Handle[string]
+	owner    unique.Handle[string]
 	queuedAt int64
 	x        *requestExt // nil: none of its fields set
 
@@ -157,7 +159,7 @@ func (r *request) key() parkKey {
 // of the fields kept there is set.
 func newRequest(e *entry, s *session, id uint64, source, account unique.Handle[string], remote, owner string,
 	queuedAt, leaseFor, delayFor int64, mode Mode, limit uint32, priority int32, reentrant, connBound bool) *request {
-	r := &request{e: e, sess: s, request: id, source: source, remote: remote, owner: owner,
+	r := &request{e: e, sess: s, request: id, source: source, remote: unique.Make(remote), owner: unique.Make(owner),
 		queuedAt: queuedAt, mode: mode, reentrant: reentrant, connBound: connBound}
 	if s != nil || account == noAccount {
 		account = unique.Handle[string]{}
@@ -507,7 +509,7 @@ func (t *Table) promote(e *entry, now int64, at time.Time, want *request) *holde
 		}
 		t.unlink(r)
 		t.unpark(r)
-		h := t.grantHandle(e, r.sess, r.request, r.source, r.account(), r.remote, r.mode, r.owner,
+		h := t.grantHandle(e, r.sess, r.request, r.source, r.account(), r.remote.Value(), r.mode, r.owner.Value(),
 			r.leaseFor(), r.delayFor(), now, now-r.queuedAt)
 		if r == want {
 			got = h
@@ -922,7 +924,7 @@ func (t *Table) wouldDeadlock(r *request) bool {
 	// found reports whether the node (sess, owner) is r's own; otherwise
 	// it pushes that node's parked requests.
 	found := false
-	visitNode := func(ns *session, owner string) {
+	visitNode := func(ns *session, owner unique.Handle[string]) {
 		if ns == nil || found {
 			return
 		}
@@ -944,8 +946,10 @@ func (t *Table) wouldDeadlock(r *request) bool {
 		}
 		if !e.fitsHolders(p.mode) {
 			e.eachHolder(func(h *holder) {
-				if h.s != nil {
-					visitNode(h.s.sess, h.s.owner)
+				// A holder's owner is a string: interned only when
+				// the holder can lead somewhere.
+				if hs := h.s; hs != nil && (hs.sess == s || hs.sess.parkedHead != nil) {
+					visitNode(hs.sess, unique.Make(hs.owner))
 				}
 			})
 		}
@@ -980,12 +984,13 @@ func (t *Table) wouldDeadlock(r *request) bool {
 // Nobody waits for a node that waitedFor clears, so no cycle of waits can
 // pass through it. It answers true without looking when s holds or parks
 // more than waitedForScan requests, where the search is left to decide.
-func (s *session) waitedFor(owner string) bool {
+func (s *session) waitedFor(owner unique.Handle[string]) bool {
 	if s.heldN+s.parkedN > waitedForScan {
 		return true
 	}
+	name := owner.Value()
 	for h := s.heldHead; h != nil; h = h.snext {
-		if h.owner == owner && h.e.x != nil && h.e.x.queued > 0 {
+		if h.owner == name && h.e.x != nil && h.e.x.queued > 0 {
 			return true
 		}
 	}
