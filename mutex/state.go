@@ -108,7 +108,7 @@ func (t *Table) Export(f func(*Record)) {
 			if hs := h.s; hs == nil {
 				r.Account = h.account.Value()
 			} else {
-				r.Session, r.Request, r.Mode, r.Count, r.Owner = hs.sess.id, hs.request, hs.mode, hs.count, hs.owner
+				r.Session, r.Request, r.Mode, r.Count, r.Owner = hs.sess.id, hs.request, hs.mode, hs.count, hs.owner.Value()
 				r.LeaseFor, r.DelayFor = time.Duration(hs.leaseFor), time.Duration(hs.delayFor)
 				if hs.leaseFor > 0 {
 					r.LeaseAt = nanoTime(hs.lease.at)
@@ -203,7 +203,7 @@ func (t *Table) importHolder(r *Record) bool {
 	if s != nil {
 		h.account = s.account
 		hs := &hold{sess: s, e: e, token: r.Token, request: r.Request, mode: r.Mode, count: max(r.Count, 1),
-			owner: r.Owner, leaseFor: int64(r.LeaseFor), delayFor: int64(r.DelayFor)}
+			owner: intern(r.Owner), leaseFor: int64(r.LeaseFor), delayFor: int64(r.DelayFor)}
 		if hs.leaseFor > 0 {
 			hs.lease = timer{at: timeNano(r.LeaseAt), kind: timerLease, hold: hs}
 			t.timers.push(&hs.lease)

@@ -100,7 +100,7 @@ type hold struct {
 	request      uint64 // the client's id of the acquire
 	mode         Mode
 	count        uint32 // reentrancy, at least 1
-	owner        string
+	owner        unique.Handle[string]
 	leaseFor     int64 // nanoseconds; 0: no lease
 	delayFor     int64 // lock-delay after a loss by expiry, nanoseconds
 	lease        timer
@@ -143,6 +143,15 @@ type requestExt struct {
 	wait     *timer // its deadline; nil: it waits for as long as it takes
 }
 
+// intern returns the handle of s; the empty string, the common owner,
+// costs no lookup (noAccount is its handle).
+func intern(s string) unique.Handle[string] {
+	if s == "" {
+		return noAccount
+	}
+	return unique.Make(s)
+}
+
 // parkKey finds a parked request: a session's by the session and the
 // client's request id, a v1 request by its ticket (session 0).
 type parkKey struct{ session, id uint64 }
@@ -159,8 +168,13 @@ func (r *request) key() parkKey {
 // of the fields kept there is set.
 func newRequest(e *entry, s *session, id uint64, source, account unique.Handle[string], remote, owner string,
 	queuedAt, leaseFor, delayFor int64, mode Mode, limit uint32, priority int32, reentrant, connBound bool) *request {
-	r := &request{e: e, sess: s, request: id, source: source, remote: unique.Make(remote), owner: unique.Make(owner),
+	r := &request{e: e, sess: s, request: id, source: source, owner: intern(owner),
 		queuedAt: queuedAt, mode: mode, reentrant: reentrant, connBound: connBound}
+	if s == nil {
+		r.remote = intern(remote)
+	} else {
+		r.remote = s.remoteHandle(remote)
+	}
 	if s != nil || account == noAccount {
 		account = unique.Handle[string]{}
 	}
@@ -246,6 +260,17 @@ type session struct {
 	heldN                  int
 	parkedHead, parkedTail *request
 	parkedN                int
+
+	remote unique.Handle[string] // the last remote address its requests named: a cache, not state
+}
+
+// remoteHandle returns the handle of remote, without a lookup when it is
+// the address of the session's last request (its connection's).
+func (s *session) remoteHandle(remote string) unique.Handle[string] {
+	if s.remote == (unique.Handle[string]{}) || s.remote.Value() != remote {
+		s.remote = intern(remote)
+	}
+	return s.remote
 }
 
 // NewTable returns an empty table.
@@ -424,7 +449,7 @@ func (t *Table) acquire(c *Command) Result {
 		return r
 	}
 	if e.queueLen() == 0 && !e.delayed() && e.compatible(c.Mode, normLimit(c.Limit)) {
-		h := t.grantHandle(e, s, c.Request, unique.Make(c.Source), account, c.RemoteAddr, c.Mode, c.Owner,
+		h := t.grantHandle(e, s, c.Request, unique.Make(c.Source), account, c.RemoteAddr, c.Mode, intern(c.Owner),
 			int64(c.Lease), int64(c.Delay), now, 0)
 		t.emit(Event{Kind: EventGranted, Key: e.key, Token: h.token, Session: c.Session, Request: c.Request,
 			Source: c.Source, Mode: c.Mode, At: c.At, Lease: c.Lease})
@@ -476,7 +501,7 @@ func (t *Table) acquire(c *Command) Result {
 // grantHandle makes a new holder of e with the next fencing token, charged
 // to account. The grant is at now after a wait of waited nanoseconds.
 func (t *Table) grantHandle(e *entry, s *session, request uint64, source, account unique.Handle[string],
-	remote string, mode Mode, owner string, leaseFor, delayFor, now, waited int64) *holder {
+	remote string, mode Mode, owner unique.Handle[string], leaseFor, delayFor, now, waited int64) *holder {
 	t.lastToken++
 	h := holder{token: t.lastToken, source: source, account: account, remote: remote, acquired: now}
 	if s != nil {
@@ -509,7 +534,7 @@ func (t *Table) promote(e *entry, now int64, at time.Time, want *request) *holde
 		}
 		t.unlink(r)
 		t.unpark(r)
-		h := t.grantHandle(e, r.sess, r.request, r.source, r.account(), r.remote.Value(), r.mode, r.owner.Value(),
+		h := t.grantHandle(e, r.sess, r.request, r.source, r.account(), r.remote.Value(), r.mode, r.owner,
 			r.leaseFor(), r.delayFor(), now, now-r.queuedAt)
 		if r == want {
 			got = h
@@ -946,10 +971,8 @@ func (t *Table) wouldDeadlock(r *request) bool {
 		}
 		if !e.fitsHolders(p.mode) {
 			e.eachHolder(func(h *holder) {
-				// A holder's owner is a string: interned only when
-				// the holder can lead somewhere.
-				if hs := h.s; hs != nil && (hs.sess == s || hs.sess.parkedHead != nil) {
-					visitNode(hs.sess, unique.Make(hs.owner))
+				if h.s != nil {
+					visitNode(h.s.sess, h.s.owner)
 				}
 			})
 		}
@@ -988,9 +1011,8 @@ func (s *session) waitedFor(owner unique.Handle[string]) bool {
 	if s.heldN+s.parkedN > waitedForScan {
 		return true
 	}
-	name := owner.Value()
 	for h := s.heldHead; h != nil; h = h.snext {
-		if h.owner == name && h.e.x != nil && h.e.x.queued > 0 {
+		if h.owner == owner && h.e.x != nil && h.e.x.queued > 0 {
 			return true
 		}
 	}
@@ -1096,7 +1118,7 @@ func (e *entry) holderByToken(token uint64) *holder {
 func (e *entry) holderOf(s *session, owner string) *holder {
 	var found *holder
 	e.eachHolder(func(h *holder) {
-		if found == nil && h.s != nil && h.s.sess == s && h.s.owner == owner {
+		if found == nil && h.s != nil && h.s.sess == s && h.s.owner.Value() == owner {
 			found = h
 		}
 	})
