@@ -288,12 +288,26 @@ func (n *Node) ApplyWake(c Command, w Waker) (Result, Pending) {
 // It also returns the result; delivered is false when the session has no
 // Live (it ended), and then nothing was delivered.
 func (n *Node) ApplySession(c Command) (res Result, p Pending, delivered bool) {
+	return n.ApplySessionKey(c, nil)
+}
+
+// ApplySessionKey is ApplySession for a command whose key its caller has
+// as bytes (say, in a frame it decoded): unless key is nil, c.Key is set
+// from it, as the table's own string when the table has the key, so that
+// a command on a key in use copies no bytes. key is not kept.
+func (n *Node) ApplySessionKey(c Command, key []byte) (res Result, p Pending, delivered bool) {
 	if n.rep != nil {
+		if key != nil {
+			c.Key = string(key)
+		}
 		res = n.propose(c, &proposal{session: true})
 		return res, nil, res.Status != StatusNoSession && res.Status != StatusUnavailable
 	}
 	var d deliveries
 	n.mu.Lock()
+	if key != nil {
+		c.Key = n.t.keyString(key)
+	}
 	now := n.now()
 	c.At = now
 	n.stamp(&c)

@@ -275,3 +275,48 @@ func TestNodeLimitsAndRefusals(t *testing.T) {
 		t.Errorf("usage of 10.0.0.2: %+v", u)
 	}
 }
+
+// ApplySessionKey keeps no byte of the key it is given: the caller's
+// buffer may be overwritten at once, for a key new to the table and for
+// one in use, and what the journal and the session were given stays.
+func TestApplySessionKeyKeepsNoBytes(t *testing.T) {
+	j := &keyJournal{}
+	n := NewNode(NodeConfig{Journal: j})
+	defer n.Close()
+	rt := &route{}
+	l, _, _ := n.OpenSession("a", 10*time.Second, [SecretHashLen]byte{}, "", rt)
+	buf := []byte("jobs/nightly")
+	res, _, _ := n.ApplySessionKey(Command{Op: OpAcquire, Session: l.ID(), Request: 1}, buf)
+	if res.Status != StatusGranted {
+		t.Fatalf("acquire: %v", res.Status)
+	}
+	copy(buf, "XXXXXXXXXXXX")
+	if h, ok := n.Holder("jobs/nightly"); !ok || h.Token != res.Token {
+		t.Fatalf("holder of jobs/nightly after the buffer changed: %+v, %v", h, ok)
+	}
+	buf = []byte("jobs/nightly")
+	rel, _, _ := n.ApplySessionKey(Command{Op: OpRelease, Session: l.ID(), Request: 2, Token: res.Token}, buf)
+	if rel.Status != StatusOK {
+		t.Fatalf("release: %v", rel.Status)
+	}
+	copy(buf, "YYYYYYYYYYYY")
+	if got, want := j.keys[max(len(j.keys)-2, 0):], []string{"jobs/nightly", "jobs/nightly"}; !slices.Equal(got, want) {
+		t.Fatalf("journaled keys of the acquire and the release %q, want %q", got, want)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for _, o := range rt.out {
+		if !o.IsEvent && o.Command.Key != "jobs/nightly" {
+			t.Fatalf("delivered %v of key %q", o.Command.Op, o.Command.Key)
+		}
+	}
+}
+
+// keyJournal keeps the key of each command it is given (all of the tests'
+// commands are applied from one goroutine).
+type keyJournal struct{ keys []string }
+
+func (j *keyJournal) Append(c *Command) Pending {
+	j.keys = append(j.keys, c.Key)
+	return nil
+}

@@ -293,6 +293,15 @@ func (t *Table) TakeEvents() []Event {
 	return ev
 }
 
+// keyString returns key as a string: the table's own when it has the key,
+// otherwise a copy.
+func (t *Table) keyString(key []byte) string {
+	if e := t.keys[string(key)]; e != nil {
+		return e.key
+	}
+	return string(key)
+}
+
 // Counters returns the table's counters.
 func (t *Table) Counters() Counters { return t.stats }
 

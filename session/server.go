@@ -945,6 +945,7 @@ func (c *conn) handle(f *Frame) bool {
 		return true
 	}
 	cmd := mutex.Command{Session: s.id, Request: f.ID}
+	var key []byte // the command's key, in the frame: the node makes cmd.Key of it
 	switch f.Type {
 	case TypePing:
 		if !c.s.leading() {
@@ -965,12 +966,13 @@ func (c *conn) handle(f *Frame) bool {
 	case TypeDescribe:
 		return c.describe(f)
 	case TypeAcquire:
-		if msg := c.acquire(f, &cmd); msg != "" {
+		var msg string
+		if key, msg = c.acquire(f, &cmd); msg != "" {
 			s.queueRaw(refused(nil, f.ID, CodeBadRequest, msg))
 			return true
 		}
-		if c.s.cfg.Tokens != nil && !s.principal.MayUse(cmd.Key) {
-			c.forbid(f.ID, cmd.Key)
+		if c.s.cfg.Tokens != nil && !s.principal.MayUse(string(key)) {
+			c.forbid(f.ID, string(key))
 			return true
 		}
 	case TypeRelease, TypeRenew:
@@ -981,13 +983,13 @@ func (c *conn) handle(f *Frame) bool {
 				cmd.Lease = time.Duration(ms) * time.Millisecond
 			}
 		}
-		key, okKey := f.Get(TagKey)
+		k, okKey := f.Get(TagKey)
 		token, okToken := f.Uint(TagToken)
-		if !okKey || !okToken || mutex.ValidateKey(string(key)) != nil {
+		if !okKey || !okToken || mutex.ValidateKey(string(k)) != nil {
 			s.queueRaw(refused(nil, f.ID, CodeBadRequest, "a key of 1 to 127 bytes and a token are needed"))
 			return true
 		}
-		cmd.Key, cmd.Token = string(key), token
+		key, cmd.Token = k, token
 	case TypeCancel:
 		target, ok := f.Uint(TagTarget)
 		if !ok {
@@ -1002,7 +1004,7 @@ func (c *conn) handle(f *Frame) bool {
 	case TypeClose:
 		cmd.Op = mutex.OpCloseSession
 	}
-	res, _, delivered := c.s.node.ApplySession(cmd)
+	res, _, delivered := c.s.node.ApplySessionKey(cmd, key)
 	if res.Status == mutex.StatusUnavailable {
 		c.flushThenSend(c.s.notLeader())
 		return false
@@ -1046,14 +1048,14 @@ func (c *conn) describe(f *Frame) bool {
 	return true
 }
 
-// acquire fills cmd from an ACQUIRE frame; it returns why the frame is a
-// bad request, or "".
-func (c *conn) acquire(f *Frame, cmd *mutex.Command) string {
+// acquire fills cmd, but for its key, from an ACQUIRE frame; it returns
+// the key (in the frame) and why the frame is a bad request, or "".
+func (c *conn) acquire(f *Frame, cmd *mutex.Command) ([]byte, string) {
 	key, ok := f.Get(TagKey)
 	if !ok || mutex.ValidateKey(string(key)) != nil {
-		return "ACQUIRE needs a key of 1 to 127 bytes"
+		return nil, "ACQUIRE needs a key of 1 to 127 bytes"
 	}
-	cmd.Op, cmd.Key, cmd.Source, cmd.RemoteAddr = mutex.OpAcquire, string(key), c.sess.name, c.remote
+	cmd.Op, cmd.Source, cmd.RemoteAddr = mutex.OpAcquire, c.sess.name, c.remote
 	if ms, ok := f.Uint(TagWait); ok {
 		if ms == 0 {
 			cmd.Try = true
@@ -1070,13 +1072,13 @@ func (c *conn) acquire(f *Frame, cmd *mutex.Command) string {
 	}
 	if m, ok := f.Uint(TagMode); ok {
 		if m > uint64(mutex.Shared) {
-			return "mode must be 0 (exclusive) or 1 (shared)"
+			return nil, "mode must be 0 (exclusive) or 1 (shared)"
 		}
 		cmd.Mode = mutex.Mode(m)
 	}
 	if l, ok := f.Uint(TagLimit); ok {
 		if cmd.Mode == mutex.Shared && l > 1 {
-			return "a shared acquire takes no limit"
+			return nil, "a shared acquire takes no limit"
 		}
 		cmd.Limit = uint32(l)
 	}
@@ -1085,14 +1087,14 @@ func (c *conn) acquire(f *Frame, cmd *mutex.Command) string {
 	}
 	if r, ok := f.Uint(TagReentrant); ok {
 		if r > 1 {
-			return "reentrant must be 0 or 1"
+			return nil, "reentrant must be 0 or 1"
 		}
 		cmd.Reentrant = r == 1
 	}
 	if o, ok := f.Get(TagOwner); ok {
 		cmd.Owner = string(o)
 	}
-	return ""
+	return key, ""
 }
 
 // okFrame appends an OK frame answering id.
