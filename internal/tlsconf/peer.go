@@ -5,8 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"sync"
-	"sync/atomic"
 )
 
 // PeerConfig names the PEM files of a cluster node's TLS towards the
@@ -25,10 +23,9 @@ type PeerConfig struct {
 // makes the tls.Config of each side of a connection between nodes. It is
 // safe for concurrent use.
 type Peer struct {
-	cfg      PeerConfig
-	reloadMu sync.Mutex // one Reload at a time
-	cur      atomic.Pointer[peerContents]
-	server   *tls.Config
+	cfg PeerConfig
+	reloadable[peerContents]
+	server *tls.Config
 }
 
 // peerContents is what one read of a Peer's files gave.
@@ -60,14 +57,7 @@ func LoadPeer(cfg PeerConfig) (*Peer, error) {
 // use their contents; otherwise it returns the error of LoadPeer and the
 // contents in force stay.
 func (p *Peer) Reload() error {
-	p.reloadMu.Lock()
-	defer p.reloadMu.Unlock()
-	c, err := p.read()
-	if err != nil {
-		return err
-	}
-	p.cur.Store(c)
-	return nil
+	return p.reload(p.read)
 }
 
 // Certificate returns the node certificate in force (the leaf).

@@ -74,9 +74,8 @@ const (
 // Store holds the certificate, key and client CAs in force. It is safe
 // for concurrent use.
 type Store struct {
-	cfg      Config
-	reloadMu sync.Mutex // one Reload at a time
-	cur      atomic.Pointer[contents]
+	cfg Config
+	reloadable[contents]
 }
 
 // contents is what one read of the files gave.
@@ -102,13 +101,26 @@ func Load(cfg Config) (*Store, error) {
 // their contents; otherwise it returns the error of Load and the contents
 // in force stay.
 func (s *Store) Reload() error {
-	s.reloadMu.Lock()
-	defer s.reloadMu.Unlock()
-	c, err := s.read()
+	return s.reload(s.read)
+}
+
+// reloadable holds the contents read from files that are in force, and
+// reads them again on reload.
+type reloadable[T any] struct {
+	mu  sync.Mutex // one reload at a time
+	cur atomic.Pointer[T]
+}
+
+// reload puts what read returns in force, unless read fails: then it
+// returns read's error and the contents in force stay.
+func (r *reloadable[T]) reload(read func() (*T, error)) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, err := read()
 	if err != nil {
 		return err
 	}
-	s.cur.Store(c)
+	r.cur.Store(c)
 	return nil
 }
 
