@@ -71,6 +71,7 @@ var (
 	etcdPath   = flag.String("etcd", "etcd", "the etcd server binary")
 	root       = flag.String("root", "../../..", "the repository's top directory, where lcd is built from")
 	logDir     = flag.String("logs", "", "a directory to append each server's log to (lcd-boltdb-n1.log, etcd-e1.log, ...); none by default")
+	raftFloor  = flag.Bool("raft-floor", true, "throughput: measure the raft floor too (./raftfloor: hashicorp/raft with lcd's settings and the WAL, a state machine that does nothing)")
 	storeList  = flag.String("stores", "boltdb,wal", "comma-separated raft log stores (RAFT_LOG_STORE) of the lcd clusters to measure, one cluster each")
 )
 
@@ -126,7 +127,15 @@ func main() {
 		defer et.stop()
 		fmt.Printf("lcd %s (raft log stores: %s); %s\n\n", lcd, *storeList, et.version)
 		if slices.Contains(parts, "throughput") {
-			throughput(lcs, et, clients)
+			var floor []system
+			if *raftFloor {
+				bin := filepath.Join(dir, "raftfloor")
+				benchproc.Build(filepath.Join(*root, "internal", "bench", "ha"), bin, "./raftfloor")
+				fc := startFloor(bin, dir)
+				defer fc.stop()
+				floor = append(floor, floorSystem(fc))
+			}
+			throughput(lcs, et, clients, floor...)
 		}
 		if slices.Contains(parts, "hotkey") {
 			hotKey(lcs, et, clients)
@@ -584,13 +593,13 @@ func (f *figures) add(rate float64, cpu time.Duration, entries float64) {
 	f.rate, f.cpu, f.entries = append(f.rate, rate), append(f.cpu, cpu), append(f.entries, entries)
 }
 
-func throughput(lcs []*lcdCluster, et *etcdCluster, clients []int) {
-	lcdSys, etcdSys := lcdSystems(lcs), etcdSystem(et)
+func throughput(lcs []*lcdCluster, et *etcdCluster, clients []int, floor ...system) {
+	lcdSys, etcdSys := append(lcdSystems(lcs), floor...), etcdSystem(et)
 	reconnects.Store(0)
 	defer noteReconnects()
 	fmt.Println("## Uncontended acquire+release, three lcd nodes beside three etcd members")
 	fmt.Println()
-	fmt.Println("One row per lcd cluster (its raft log store); the etcd columns repeat the etcd figures of the same rounds.")
+	fmt.Println("One row per lcd cluster (its raft log store), and one for the raft floor (hashicorp/raft with lcd's settings and the WAL, its state machine doing nothing), whose lcd columns are the floor's; the etcd columns repeat the etcd figures of the same rounds.")
 	fmt.Println()
 	fmt.Println("| clients | lcd | etcd cycles/s | lcd cycles/s | lcd/etcd | etcd CPU µs/cycle | lcd CPU µs/cycle | lcd/etcd CPU | etcd entries/cycle | lcd entries/cycle |")
 	fmt.Println("|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|")
