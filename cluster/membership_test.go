@@ -289,3 +289,26 @@ func TestRemoveLastVoter(t *testing.T) {
 		t.Fatalf("transfer from the only voter: %v", err)
 	}
 }
+
+// A v1 request that a follower could not forward because every dial of
+// the leader's mutex port failed (here its client address does not
+// resolve; under TLS, a certificate refused) goes unanswered, with a
+// warning that names the error.
+func TestForwardDialFailureWarns(t *testing.T) {
+	logs := map[string]*logCounter{}
+	nodes := newTestClusterWith(t, 3, testLogStore(t), func(tn *testNode) {
+		tn.cfg.ForwardTimeout = 200 * time.Millisecond
+		logs[tn.id] = newLogCounter(tn.cfg.Logger.Handler())
+		tn.cfg.Logger = slog.New(logs[tn.id])
+	})
+	lead := awaitLeader(t, nodes)
+	f := followersOf(lead, nodes)[0]
+	eventually(t, f.id+" knows the leader", func() bool { return f.c.Leader() == lead.cfg.ClientAddress })
+	if got := forwardAnswer(t, f.c); got != "" {
+		t.Fatalf("answered %q", got)
+	}
+	const warning = "v1 request not forwarded: dialling the leader's mutex port failed"
+	if n := logs[f.id].count(warning); n != 1 {
+		t.Fatalf("logged %q %d times, want once", warning, n)
+	}
+}
