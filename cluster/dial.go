@@ -30,7 +30,8 @@ func (a advertised) String() string  { return string(a) }
 // control. With TLS, every connection's handshake comes first, in the
 // goroutine that sorts it; a handshake that fails (a peer in the clear, a
 // certificate no CA of the nodes signed) is logged and the connection
-// closed.
+// closed. Without TLS, a connection that begins a TLS handshake (a node
+// under TLS) is logged and closed too.
 type tcpStream struct {
 	ln        net.Listener
 	advertise net.Addr
@@ -50,6 +51,11 @@ type tcpStream struct {
 
 // firstByteTimeout bounds the wait for a new connection's first byte.
 const firstByteTimeout = transportTimeout
+
+// tlsHandshake is the first byte of a TLS connection (a handshake
+// record's content type): a node under TLS dialling one in the clear. No
+// RPC type of raft and no control request begins with it.
+const tlsHandshake byte = 0x16
 
 // newTCPStream starts accepting on ln; with tlsCfg set, every connection
 // it accepts speaks TLS with it.
@@ -93,6 +99,13 @@ func (s *tcpStream) sort(c net.Conn) {
 		return
 	}
 	c.SetReadDeadline(time.Time{})
+	if s.tls == nil && first[0] == tlsHandshake {
+		s.log.Warn("raft port: connection refused, it speaks TLS and this node does not: "+
+			"the nodes of a cluster all speak TLS to each other (TLS_CERT_FILE, TLS_PEER_CA_FILE) or none does",
+			slog.String(logRemote, c.RemoteAddr().String()))
+		c.Close()
+		return
+	}
 	pc := &peekedConn{Conn: c, r: br}
 	if first[0] == controlByte {
 		br.ReadByte()

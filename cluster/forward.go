@@ -16,6 +16,12 @@ import (
 // is known, or dialling it failed.
 const forwardRetry = 20 * time.Millisecond
 
+// msgNotForwarded is logged when a v1 request goes unanswered because
+// every dial of the leader's mutex port failed for ForwardTimeout: the
+// leader is unreachable at its client address, or, under TLS, its
+// certificate or this node's is refused.
+const msgNotForwarded = "v1 request not forwarded: dialling the leader's mutex port failed"
+
 // answerFailed is v1's answer "failed" (docs/protocol.md).
 const answerFailed = '-'
 
@@ -65,13 +71,16 @@ func (c *Cluster) inConfiguration() bool {
 //
 // It waits for a leader, and retries a dial that fails, for at most
 // Config.ForwardTimeout; then it returns with the connection unanswered,
-// and the client asks again. It returns false, having read and written
+// and the client asks again (a warning names the last dial's error when
+// a leader was known but could not be dialled). It returns false, having read and written
 // nothing, when this node has become the leader meanwhile: the caller
 // serves the request itself. A node removed from its cluster forwards
 // nothing: from the moment it knows (see removed), it answers v1's failed
 // byte, '-'.
 func (c *Cluster) Forward(conn net.Conn, got []byte) bool {
 	deadline := time.Now().Add(c.cfg.ForwardTimeout)
+	var dialErr error  // the last dial of the leader that failed
+	var dialled string // the leader's address it dialled
 	for {
 		if c.node.IsLeader() {
 			return false
@@ -87,9 +96,15 @@ func (c *Cluster) Forward(conn net.Conn, got []byte) bool {
 				return true
 			}
 			c.log.Debug("dialling the leader failed", slog.String(logLeader, addr), slog.Any(logError, err))
+			dialErr, dialled = err, addr
 		}
 		if time.Now().After(deadline) {
-			c.log.Debug("no leader to forward to", slog.String("remote", conn.RemoteAddr().String()))
+			if dialErr != nil {
+				c.log.Warn(msgNotForwarded, slog.String(logRemote, conn.RemoteAddr().String()),
+					slog.String(logLeader, dialled), slog.Any(logError, dialErr))
+				return true
+			}
+			c.log.Debug("no leader to forward to", slog.String(logRemote, conn.RemoteAddr().String()))
 			return true
 		}
 		select {

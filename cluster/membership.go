@@ -453,13 +453,19 @@ func sortMembers(ms []Member) {
 	}
 }
 
+// msgRemoved is logged once by a node that finds it was removed from its
+// cluster.
+const msgRemoved = "this node was removed from its cluster: it takes no part in raft and answers every v1 request '-'; " +
+	"stop it, and to bring it back empty its RAFT_DIR and add it again"
+
 // keepAddress runs until Close: while this node follows, it asks the
 // leader to record its addresses whenever the log holds others (it came
 // back on a new client address, or it was added without one), so that
 // every node names it, and forwards to it, where it is now. Once the
 // leader has answered, it asks again only after it has applied the log
 // up to the position the leader named and the log still holds others
-// there: a node that catches up with a long log asks once.
+// there: a node that catches up with a long log asks once. A node that
+// finds it was removed says so once (msgRemoved).
 func (c *Cluster) keepAddress() {
 	defer c.wg.Done()
 	ticks := c.addressTicks
@@ -470,6 +476,7 @@ func (c *Cluster) keepAddress() {
 	}
 	self := Peer{ID: c.cfg.NodeID, RaftAddress: c.cfg.RaftAdvertise, ClientAddress: c.cfg.ClientAddress}
 	var answered uint64 // the position the leader named in its last answer
+	told := false       // that this node was removed
 	for {
 		select {
 		case <-ticks:
@@ -477,6 +484,10 @@ func (c *Cluster) keepAddress() {
 			return
 		}
 		if !c.inConfiguration() {
+			if !told && c.removed() {
+				c.log.Warn(msgRemoved)
+				told = true
+			}
 			continue // not a member (yet, or any more)
 		}
 		if r, ok := c.fsm.logged(self.ID); ok && r == self || c.raft.State() == raft.Leader ||

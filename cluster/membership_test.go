@@ -261,7 +261,11 @@ func forwardAnswer(t *testing.T, c *Cluster) string {
 // A follower removed from the cluster forwards no v1 request: once it has
 // the configuration without it, it answers '-'.
 func TestRemovedFollowerAnswersFailed(t *testing.T) {
-	nodes := newTestCluster(t, 3)
+	logs := map[string]*logCounter{}
+	nodes := newTestClusterWith(t, 3, testLogStore(t), func(tn *testNode) {
+		logs[tn.id] = newLogCounter(tn.cfg.Logger.Handler())
+		tn.cfg.Logger = slog.New(logs[tn.id])
+	})
 	lead := awaitLeader(t, nodes)
 	f := followersOf(lead, nodes)[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -272,6 +276,14 @@ func TestRemovedFollowerAnswersFailed(t *testing.T) {
 	eventually(t, f.id+" has the configuration without it", func() bool { return !f.c.inConfiguration() })
 	if got := forwardAnswer(t, f.c); got != "-" {
 		t.Fatalf("the removed %s answered a v1 try-lock %q, want \"-\"", f.id, got)
+	}
+	const removed = "this node was removed from its cluster: it takes no part in raft and answers every v1 request '-'; " +
+		"stop it, and to bring it back empty its RAFT_DIR and add it again"
+	eventually(t, f.id+" logs its removal", func() bool { return logs[f.id].count(removed) > 0 })
+	for _, tn := range nodes {
+		if n := logs[tn.id].count(removed); tn != f && n != 0 || tn == f && n != 1 {
+			t.Errorf("%s logged its removal %d times", tn.id, n)
+		}
 	}
 }
 
@@ -287,5 +299,28 @@ func TestRemoveLastVoter(t *testing.T) {
 	}
 	if err := lead.c.TransferLeadership(ctx, ""); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("transfer from the only voter: %v", err)
+	}
+}
+
+// A v1 request that a follower could not forward because every dial of
+// the leader's mutex port failed (here its client address does not
+// resolve; under TLS, a certificate refused) goes unanswered, with a
+// warning that names the error.
+func TestForwardDialFailureWarns(t *testing.T) {
+	logs := map[string]*logCounter{}
+	nodes := newTestClusterWith(t, 3, testLogStore(t), func(tn *testNode) {
+		tn.cfg.ForwardTimeout = 200 * time.Millisecond
+		logs[tn.id] = newLogCounter(tn.cfg.Logger.Handler())
+		tn.cfg.Logger = slog.New(logs[tn.id])
+	})
+	lead := awaitLeader(t, nodes)
+	f := followersOf(lead, nodes)[0]
+	eventually(t, f.id+" knows the leader", func() bool { return f.c.Leader() == lead.cfg.ClientAddress })
+	if got := forwardAnswer(t, f.c); got != "" {
+		t.Fatalf("answered %q", got)
+	}
+	const warning = "v1 request not forwarded: dialling the leader's mutex port failed"
+	if n := logs[f.id].count(warning); n != 1 {
+		t.Fatalf("logged %q %d times, want once", warning, n)
 	}
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"strings"
@@ -144,5 +145,48 @@ func TestClusterTLS(t *testing.T) {
 	}
 	if !held {
 		t.Fatalf("after the failover %s lost k: %+v", next.id, next.n.Snapshot().Holders)
+	}
+}
+
+// messages is a log handler that sends each record's message on a channel.
+type messages chan string
+
+func (m messages) Enabled(context.Context, slog.Level) bool      { return true }
+func (m messages) Handle(_ context.Context, r slog.Record) error { m <- r.Message; return nil }
+func (m messages) WithAttrs([]slog.Attr) slog.Handler            { return m }
+func (m messages) WithGroup(string) slog.Handler                 { return m }
+
+// A raft port in the clear that a node under TLS dials refuses the
+// connection and says why, rather than hand raft a stream it cannot
+// decode.
+func TestPlainRaftPortRefusesTLS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := make(messages, 16)
+	s := newTCPStream(ln, ln.Addr(), nil, func(net.Conn) {}, nil, slog.New(logs))
+	defer s.Close()
+
+	ca := testcerts.NewCA(t, "nodes CA")
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg := testcerts.ClientConfig(ca, ca.Node(t, "n1"))
+	cfg.ServerName = "127.0.0.1"
+	tc := tls.Client(c, cfg)
+	tc.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := tc.Handshake(); err == nil {
+		t.Fatal("the handshake succeeded with a port in the clear")
+	}
+	select {
+	case msg := <-logs:
+		if !strings.Contains(msg, "speaks TLS and this node does not") {
+			t.Fatalf("logged %q", msg)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("nothing logged")
 	}
 }

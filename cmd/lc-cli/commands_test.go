@@ -343,7 +343,11 @@ func TestRefusedRequestIsFailureNeverBusy(t *testing.T) {
 		case len(args) > 2: // a session: its own explanation
 			hint = "session protocol"
 		}
-		oneLine(t, r.stderr, addr, "refused the request", hint)
+		if hint == "AUTH_V1_NETWORKS" {
+			oneLine(t, r.stderr, addr, "refused the request", hint, "removed from its cluster")
+		} else {
+			oneLine(t, r.stderr, addr, "refused the request", hint)
+		}
 	}
 	nonsense := fakeServer(t, answering('#'))
 	r := runInProcess(t, []string{"LC_ADDRESS=" + nonsense}, "lock", "k")

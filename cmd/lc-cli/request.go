@@ -41,7 +41,8 @@ func (r keyRequest) do(ctx context.Context, op string, call func(context.Context
 	var ee *exitError
 	if errors.Is(err, lockingcenter.ErrFailed) && !errors.As(err, &ee) {
 		err = fmt.Errorf("%w (the server gives no reason: with authentication on, v1 is served only to the networks "+
-			"of AUTH_V1_NETWORKS, so use lock KEY -- CMD with --token; a source over its caps or rate is refused too)", err)
+			"of AUTH_V1_NETWORKS, so use lock KEY -- CMD with --token; a source over its caps or rate is refused too, "+
+			"and so is every v1 request to a node removed from its cluster)", err)
 	}
 	return err
 }

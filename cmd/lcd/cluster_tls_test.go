@@ -113,6 +113,7 @@ func TestClusterTLSRefusedAtStart(t *testing.T) {
 	serverOnly := ca.Server(t).Write(t, dir, "server")
 	caFile := ca.Write(t, dir, "ca")
 	otherCA := testcerts.NewCA(t, "clients CA").Write(t, dir, "clients-ca")
+	expired := ca.ExpiredNode(t, "n1-old").Write(t, dir, "expired")
 	cluster := []string{"NODE_ID=n1", "RAFT_ADDRESS=127.0.0.1:0", "RAFT_DIR=" + t.TempDir()}
 	withTLS := append(slices.Clone(cluster), "TLS_CERT_FILE="+node.Cert, "TLS_KEY_FILE="+node.Key)
 	for _, tt := range []struct {
@@ -127,6 +128,9 @@ func TestClusterTLSRefusedAtStart(t *testing.T) {
 			"TLS_KEY_FILE="+serverOnly.Key, "TLS_PEER_CA_FILE="+caFile), "clientAuth"},
 		{"a node certificate the client CAs did not sign", append(slices.Clone(withTLS), "TLS_PEER_CA_FILE="+caFile,
 			"TLS_CLIENT_CA_FILE="+otherCA), "TLS_CLIENT_CA_FILE"},
+		{"a node certificate the peer CAs did not sign", append(slices.Clone(withTLS), "TLS_PEER_CA_FILE="+otherCA), "TLS peer CA file"},
+		{"an expired node certificate", append(slices.Clone(withTLS), "TLS_PEER_CA_FILE="+caFile,
+			"TLS_PEER_CERT_FILE="+expired.Cert, "TLS_PEER_KEY_FILE="+expired.Key), "expired"},
 		{"a peer certificate without its key", append(slices.Clone(withTLS), "TLS_PEER_CA_FILE="+caFile,
 			"TLS_PEER_CERT_FILE="+node.Cert), "go together"},
 		{"peer settings without NODE_ID", []string{"TLS_CERT_FILE=" + node.Cert, "TLS_KEY_FILE=" + node.Key,

@@ -92,8 +92,9 @@ type transport struct {
 // nil peer: plain TCP between the nodes of a cluster. Errors: a file that
 // cannot be read or does not parse, a key that does not match its
 // certificate, a node certificate not good for both server and client
-// authentication, or, with client CAs, not signed by one of them (a
-// follower presents it to the leader's mutex port); each names its file.
+// authentication or not accepted by the peer CAs, or, with client CAs,
+// not signed by one of them (a follower presents it to the leader's mutex
+// port); each names its file.
 func newTransport(cfg *tlsconf.Config, peer *tlsconf.PeerConfig) (*transport, error) {
 	if cfg == nil {
 		return &transport{}, nil

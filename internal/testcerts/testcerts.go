@@ -106,6 +106,20 @@ func (ca *CA) Node(t T, cn string, hosts ...string) *Cert {
 	return ca.issue(t, tmpl)
 }
 
+// ExpiredNode returns a certificate like Node's for 127.0.0.1, ::1 and
+// localhost, whose validity ended a day ago.
+func (ca *CA) ExpiredNode(t T, cn string) *Cert {
+	t.Helper()
+	return ca.issue(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		NotBefore:   time.Now().Add(-48 * time.Hour),
+		NotAfter:    time.Now().Add(-24 * time.Hour),
+	})
+}
+
 // Client returns a client certificate with common name cn (may be empty)
 // and the DNS names dns.
 func (ca *CA) Client(t T, cn string, dns ...string) *Cert {
@@ -121,8 +135,10 @@ func (ca *CA) issue(t T, tmpl *x509.Certificate) *Cert {
 	t.Helper()
 	key := newKey(t)
 	tmpl.SerialNumber = serial(t)
-	tmpl.NotBefore = time.Now().Add(-time.Hour)
-	tmpl.NotAfter = time.Now().Add(24 * time.Hour)
+	if tmpl.NotAfter.IsZero() {
+		tmpl.NotBefore = time.Now().Add(-time.Hour)
+		tmpl.NotAfter = time.Now().Add(24 * time.Hour)
+	}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {

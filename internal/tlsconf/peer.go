@@ -39,8 +39,9 @@ type peerContents struct {
 // LoadPeer reads cfg's files. Errors: a file that cannot be read or does
 // not parse, a key that does not match the certificate, a CA file without
 // a certificate (ErrNoCertificate), a certificate whose extended key usage
-// does not allow both server and client authentication; each names its
-// file.
+// does not allow both server and client authentication, or that CAFile
+// does not accept (another CA signed it, or it has expired or is not yet
+// valid: the other nodes would refuse it); each names its file.
 func LoadPeer(cfg PeerConfig) (*Peer, error) {
 	p := &Peer{cfg: cfg}
 	c, err := p.read()
@@ -87,6 +88,15 @@ func (p *Peer) read() (*peerContents, error) {
 	for _, ca := range certs {
 		cas.AddCert(ca)
 		roots.AddCert(ca)
+	}
+	// The other nodes check this certificate against their copy of the
+	// nodes' CAs: one that this node's own copy does not accept (another
+	// CA's, expired, not yet valid) would be refused by every one of them.
+	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if err := verify(cert, cas, "", usage); err != nil {
+			return nil, fmt.Errorf("TLS node certificate %s: TLS peer CA file %s does not accept it (%w), "+
+				"and every other node checks it against the nodes' CAs", p.cfg.CertFile, p.cfg.CAFile, err)
+		}
 	}
 	c := &peerContents{cert: cert, cas: cas, roots: roots}
 	c.server = &tls.Config{MinVersion: MinVersion, Certificates: []tls.Certificate{cert},

@@ -35,7 +35,7 @@ func TestPeerHandshakes(t *testing.T) {
 	cfgA, caA := nodePKI(t, dir, "a")
 	a := loadPeer(t, cfgA)
 	b := loadPeer(t, PeerConfig{CertFile: caA.Node(t, "b").Write(t, dir, "b").Cert, KeyFile: dir + "/b.key", CAFile: cfgA.CAFile})
-	cfgX, _ := nodePKI(t, dir, "x")
+	cfgX, caX := nodePKI(t, dir, "x")
 	x := loadPeer(t, cfgX)
 
 	r := handshake(t, a.Server(), b.Client("127.0.0.1"))
@@ -65,14 +65,14 @@ func TestPeerHandshakes(t *testing.T) {
 		t.Fatalf("the leader's mutex port: %v", r.err)
 	}
 
-	// a now trusts x's CA only: x gets in, b no longer does.
+	// a moves to x's CA, its certificate and the CAs it trusts: x gets
+	// in, b no longer does.
+	caX.Node(t, "a").Write(t, dir, "a")
 	testcerts.WriteFile(t, cfgA.CAFile, mustRead(t, cfgX.CAFile))
 	if err := a.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	xToA := x.Client("127.0.0.1")
-	xToA.RootCAs = caA.Pool() // x checks a's certificate, of a's old CA
-	if r := handshake(t, a.Server(), xToA); r.err != nil || len(r.server.VerifiedChains) == 0 {
+	if r := handshake(t, a.Server(), x.Client("127.0.0.1")); r.err != nil || len(r.server.VerifiedChains) == 0 {
 		t.Fatalf("x after the reload: %v", r.err)
 	}
 	if r := handshake(t, a.Server(), b.Client("127.0.0.1")); r.err == nil {
@@ -80,9 +80,11 @@ func TestPeerHandshakes(t *testing.T) {
 	}
 }
 
-// A node certificate must serve as both server and client certificate;
-// a bad file names itself; a store with client CAs accepts a node
-// certificate only when one of them signed it.
+// A node certificate must serve as both server and client certificate,
+// and pass the node's own check of the nodes' CAs (at load and at a
+// reload, which keeps the one in force); a bad file names itself; a store
+// with client CAs accepts a node certificate only when one of them signed
+// it.
 func TestPeerLoadErrors(t *testing.T) {
 	dir := t.TempDir()
 	cfg, ca := nodePKI(t, dir, "a")
@@ -93,6 +95,8 @@ func TestPeerLoadErrors(t *testing.T) {
 		"server only":      {PeerConfig{CertFile: ca.Server(t).Write(t, dir, "srv").Cert, KeyFile: dir + "/srv.key", CAFile: cfg.CAFile}, "clientAuth"},
 		"client only":      {PeerConfig{CertFile: ca.Client(t, "c").Write(t, dir, "cli").Cert, KeyFile: dir + "/cli.key", CAFile: cfg.CAFile}, "serverAuth"},
 		"no CA file":       {PeerConfig{CertFile: cfg.CertFile, KeyFile: cfg.KeyFile, CAFile: dir + "/absent.crt"}, "absent.crt"},
+		"another CA's":     {PeerConfig{CertFile: testcerts.NewCA(t, "x").Node(t, "x").Write(t, dir, "x").Cert, KeyFile: dir + "/x.key", CAFile: cfg.CAFile}, "unknown authority"},
+		"expired":          {PeerConfig{CertFile: ca.ExpiredNode(t, "old").Write(t, dir, "old").Cert, KeyFile: dir + "/old.key", CAFile: cfg.CAFile}, "expired"},
 		"CA file of a key": {PeerConfig{CertFile: cfg.CertFile, KeyFile: cfg.KeyFile, CAFile: cfg.KeyFile}, cfg.KeyFile},
 	} {
 		if _, err := LoadPeer(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -100,6 +104,13 @@ func TestPeerLoadErrors(t *testing.T) {
 		}
 	}
 	p := loadPeer(t, cfg)
+	testcerts.NewCA(t, "y").Node(t, "a").Write(t, dir, "a")
+	if err := p.Reload(); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+		t.Errorf("a reload to another CA's certificate: %v, want it refused", err)
+	}
+	if got := p.Certificate().Issuer.CommonName; got != "a CA" {
+		t.Errorf("after a refused reload the certificate in force is of %q, want of a CA", got)
+	}
 	mine := &pki{}
 	mine.server = ca.Server(t).Write(t, dir, "mine")
 	mine.caFile = cfg.CAFile
