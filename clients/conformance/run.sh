@@ -78,6 +78,7 @@ export LC_PROBE="$work/probe"
 
 # One silent server for every language: it accepts connections and never
 # answers them.
+: >"$work/silent.addr" # there before the first read below, which may come before the server's first write
 "$LC_PROBE" silent-server >"$work/silent.addr" 2>"$work/silent.err" &
 silent_pid=$!
 deadline=$((SECONDS + start_limit))
