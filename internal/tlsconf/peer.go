@@ -72,7 +72,7 @@ func (p *Peer) read() (*peerContents, error) {
 	if err != nil {
 		return nil, fmt.Errorf("TLS node certificate %s and key %s: %w", p.cfg.CertFile, p.cfg.KeyFile, err)
 	}
-	if leaf := cert.Leaf; leaf != nil && !(forServers(leaf) && forClients(leaf)) {
+	if leaf := cert.Leaf; leaf != nil && !(usableFor(leaf, x509.ExtKeyUsageServerAuth) && usableFor(leaf, x509.ExtKeyUsageClientAuth)) {
 		return nil, fmt.Errorf("TLS node certificate %s: its extended key usage must allow both serverAuth and clientAuth "+
 			"(or name none): each node presents it as a server and as a client", p.cfg.CertFile)
 	}
@@ -152,20 +152,6 @@ func verify(chain tls.Certificate, roots *x509.CertPool, host string, usage x509
 	_, err := chain.Leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: host,
 		KeyUsages: []x509.ExtKeyUsage{usage}})
 	return err
-}
-
-// forClients reports whether a server may accept leaf from a client: it
-// names no extended key usage (any), or clientAuth, or any.
-func forClients(leaf *x509.Certificate) bool {
-	if len(leaf.ExtKeyUsage) == 0 && len(leaf.UnknownExtKeyUsage) == 0 {
-		return true
-	}
-	for _, u := range leaf.ExtKeyUsage {
-		if u == x509.ExtKeyUsageClientAuth || u == x509.ExtKeyUsageAny {
-			return true
-		}
-	}
-	return false
 }
 
 // AcceptsClient reports, when the store has client CAs, whether the ports

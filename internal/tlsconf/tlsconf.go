@@ -132,7 +132,7 @@ func (s *Store) read() (*contents, error) {
 	if err != nil {
 		return nil, fmt.Errorf("TLS certificate %s and key %s: %w", s.cfg.CertFile, s.cfg.KeyFile, err)
 	}
-	if leaf := cert.Leaf; leaf != nil && !forServers(leaf) {
+	if leaf := cert.Leaf; leaf != nil && !usableFor(leaf, x509.ExtKeyUsageServerAuth) {
 		return nil, fmt.Errorf("TLS certificate %s is for clients only: its extended key usage names neither serverAuth nor any use, "+
 			"so no client would accept it from a server", s.cfg.CertFile)
 	}
@@ -278,14 +278,15 @@ func PeerName(c net.Conn) (string, bool) {
 	return name, err == nil
 }
 
-// forServers reports whether a client may accept leaf from a server: it
-// names no extended key usage (any), or serverAuth, or any.
-func forServers(leaf *x509.Certificate) bool {
+// usableFor reports whether leaf may be accepted for usage (serverAuth
+// from a server, clientAuth from a client): it names no extended key
+// usage (then any), or usage, or any.
+func usableFor(leaf *x509.Certificate, usage x509.ExtKeyUsage) bool {
 	if len(leaf.ExtKeyUsage) == 0 && len(leaf.UnknownExtKeyUsage) == 0 {
 		return true
 	}
 	for _, u := range leaf.ExtKeyUsage {
-		if u == x509.ExtKeyUsageServerAuth || u == x509.ExtKeyUsageAny {
+		if u == usage || u == x509.ExtKeyUsageAny {
 			return true
 		}
 	}
