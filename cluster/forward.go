@@ -25,6 +25,13 @@ const msgNotForwarded = "v1 request not forwarded: dialling the leader's mutex p
 // answerFailed is v1's answer "failed" (docs/protocol.md).
 const answerFailed = '-'
 
+// Removed reports whether this node was removed from its cluster (see
+// removed); false before Start. mutex.Node.Removed asks it, so that the
+// session server can tell its clients.
+func (c *Cluster) Removed() bool { return c.raft != nil && c.removed() }
+
+var _ interface{ Removed() bool } = (*Cluster)(nil) // for mutex.Node.Removed
+
 // removed reports whether this node was removed from its cluster: raft
 // shut down while the node was not closing (a leader removed), or the
 // latest configuration no longer holds this node, which an earlier one

@@ -64,6 +64,14 @@ func (n *Node) Leader() string {
 	return n.rep.Leader()
 }
 
+// Removed reports whether this node was removed from its cluster, when
+// its Replicator can tell (it has a method Removed() bool, as
+// cluster.Cluster does); false for a single node.
+func (n *Node) Removed() bool {
+	r, ok := n.rep.(interface{ Removed() bool })
+	return ok && r.Removed()
+}
+
 // Linearize returns once a read of this node reflects every command
 // committed before the call: at once for a single node; for a replicated
 // one, ErrNotLeader when it is not the leader.

@@ -75,7 +75,14 @@ type envOptions struct {
 	tls    bool
 	limits mutex.Limits
 	gate   *serve.Gate // the port's cap on connections; nil: none
-	rep    *soloLog    // makes the node a cluster's, its leader; nil: a single node
+	rep    replicated  // makes the node a cluster's (soloLog: its leader); nil: a single node
+}
+
+// replicated is a test's log of a node of a cluster: start applies it to
+// the node until the test ends.
+type replicated interface {
+	mutex.Replicator
+	start(testing.TB, *mutex.Node)
 }
 
 // start serves a new node until the test ends.

@@ -535,6 +535,33 @@ func (l *soloLog) VerifyLeader() error { return nil }
 func (l *soloLog) Linearize() error    { return nil }
 func (l *soloLog) Leader() string      { return soloLeader }
 
+// removedLog is the log of a node removed from its cluster: it knows no
+// leader, and says it was removed.
+type removedLog struct{ soloLog }
+
+func (*removedLog) Leader() string { return "" }
+func (*removedLog) Removed() bool  { return true }
+
+// start applies the log to n, which does not lead.
+func (l *removedLog) start(t testing.TB, n *mutex.Node) {
+	l.soloLog.start(t, n)
+	n.SetLeader(false)
+}
+
+// A node removed from its cluster says so to a session client, instead of
+// that no leader is known yet.
+func TestRemovedNodeSaysSo(t *testing.T) {
+	e := start(t, envOptions{rep: &removedLog{}})
+	c := e.dial(t)
+	c.send(TypeHello, func(fb *frameBuilder) { fb.str(TagName, "c") })
+	f := c.expect(TypeGoodbye)
+	code, _ := f.Uint(TagCode)
+	msg, _ := f.Get(TagMessage)
+	if Code(code) != CodeNotLeader || !strings.Contains(string(msg), "removed from its cluster") {
+		t.Fatalf("GOODBYE %v %q, want not_leader saying the node was removed", Code(code), msg)
+	}
+}
+
 // expectNotLeader reads a GOODBYE not_leader naming soloLeader, and the
 // connection's end.
 func (c *client) expectNotLeader() {

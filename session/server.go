@@ -303,7 +303,11 @@ func (s *Server) leading() bool { return !s.node.Replicated() || s.node.IsLeader
 func (s *Server) notLeader() []byte {
 	leader := s.node.Leader()
 	msg := "this node does not lead its cluster; the leader is " + leader
-	if leader == "" {
+	switch {
+	case leader != "":
+	case s.node.Removed():
+		msg = "this node was removed from its cluster; ask another node"
+	default:
 		msg = "this node does not lead its cluster, and no leader is known yet"
 	}
 	return goodbyeLeader(CodeNotLeader, msg, leader)
