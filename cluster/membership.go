@@ -258,6 +258,9 @@ func (c *Cluster) addMember(p Peer, voter bool) error {
 			return fmt.Errorf("%w: raft address %s is member %s's", ErrMemberExists, s.Address, s.ID)
 		}
 	}
+	if err := c.answers(p); err != nil {
+		return err
+	}
 	if p.ClientAddress != "" {
 		if err := c.apply(memberEntry(p)); err != nil {
 			return err
@@ -274,6 +277,31 @@ func (c *Cluster) addMember(p Peer, voter bool) error {
 	}
 	c.log.Info("member added", slog.String(logMember, p.ID), slog.String("raft", p.RaftAddress),
 		slog.String("suffrage", suffrage(voter)))
+	return nil
+}
+
+// answers checks, before p becomes a member, that the node answers a
+// status request at p's raft address, over the path raft will take (TLS
+// between the nodes included), and that it is p.ID: a member nobody can
+// reach (an address mistyped, a node not started yet, one whose
+// certificate the others refuse) would count towards the quorum as a
+// voter, and take nothing as a nonvoter. Errors: ErrBadRequest, saying
+// why.
+func (c *Cluster) answers(p Peer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+	defer cancel()
+	resp, err := c.call(ctx, raft.ServerAddress(p.RaftAddress), controlRequest{Op: opStatus})
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: no node answers at raft address %s (%v); start %s first, with NODE_ID=%s, an empty RAFT_DIR and no RAFT_PEERS",
+			ErrBadRequest, p.RaftAddress, err, p.ID, p.ID)
+	case resp.Node == nil || resp.Node.ID != p.ID:
+		id := ""
+		if resp.Node != nil {
+			id = resp.Node.ID
+		}
+		return fmt.Errorf("%w: the node at raft address %s is %q, not %s", ErrBadRequest, p.RaftAddress, id, p.ID)
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -176,6 +177,16 @@ func TestMembership(t *testing.T) {
 	}
 	if err := lead.c.AddMember(ctx, Peer{ID: "n4", RaftAddress: "127.0.0.1:1"}, true); !errors.Is(err, ErrMemberExists) {
 		t.Fatalf("n4 at another address: %v", err)
+	}
+	// A node that does not answer is not added.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent.Close() // nothing listens there now
+	if err := f.c.AddMember(ctx, Peer{ID: "n5", RaftAddress: silent.Addr().String()}, true); !errors.Is(err, ErrBadRequest) ||
+		!strings.Contains(err.Error(), "no node answers") {
+		t.Fatalf("add a node that does not answer: %v", err)
 	}
 	for _, bad := range []Peer{{ID: "", RaftAddress: "h:1"}, {ID: "a=b", RaftAddress: "h:1"}, {ID: "n5", RaftAddress: "h"},
 		{ID: "n5", RaftAddress: "0.0.0.0:1"}, {ID: "n5", RaftAddress: "h:1", ClientAddress: ":1"},
