@@ -76,6 +76,15 @@ type Cluster struct {
 	// addressTicks, when set before Start, paces keepAddress in place
 	// of a ticker of the election timeout (tests).
 	addressTicks <-chan time.Time
+	// beforeRaft, when set before Start, runs in Start just before raft
+	// starts, the raft port already open (tests).
+	beforeRaft func()
+	// controlRead, when set before Start, runs once a control request has
+	// been read, before it is answered (tests).
+	controlRead func()
+	// started is closed when Start returns: the raft port serves control
+	// requests from its start, and answers them once raft exists.
+	started chan struct{}
 
 	ready     atomic.Bool // the leader's restart applied in this term
 	wasMember atomic.Bool // a configuration held this node (inConfiguration)
@@ -105,7 +114,7 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	return &Cluster{cfg: cfg, log: log.With(slog.String(logNode, cfg.NodeID)), quit: make(chan struct{}),
 		done: make(chan struct{}), raftDone: make(chan struct{}), observed: make(chan raft.Observation, 64),
-		failed: make(chan struct{}), stats: newStats()}, nil
+		failed: make(chan struct{}), stats: newStats(), started: make(chan struct{})}, nil
 }
 
 // Start binds the raft port, opens Config.Dir (the log and stable store
@@ -119,6 +128,7 @@ func New(cfg Config) (*Cluster, error) {
 // before. Errors: ErrLocked, ErrOtherLogStore, or the error of the bind,
 // of a file, or of raft.
 func (c *Cluster) Start(n *mutex.Node) (err error) {
+	defer close(c.started) // after the cleanup below, when it fails
 	c.node = n
 	c.fsm = newFSM(n, c.log)
 	c.fsm.fatal = c.fail
@@ -185,6 +195,9 @@ func (c *Cluster) Start(n *mutex.Node) (err error) {
 	}
 	if c.logs, err = raft.NewLogCache(logCacheSize, c.store); err != nil {
 		return fmt.Errorf("cluster: %w", err)
+	}
+	if c.beforeRaft != nil {
+		c.beforeRaft()
 	}
 	c.raft, err = newRaft(rc, c.fsm, c.logs, c.store, snaps, c.trans)
 	if err != nil {

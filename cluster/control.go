@@ -119,6 +119,20 @@ func (c *Cluster) serveControl(conn net.Conn) {
 		c.log.Debug("bad control request", slog.String("remote", conn.RemoteAddr().String()), slog.Any(logError, err))
 		return
 	}
+	if c.controlRead != nil {
+		c.controlRead()
+	}
+	// A request that came while Start was starting raft waits for it
+	// (restoring a snapshot may take a while); none is answered after a
+	// Start that failed.
+	select {
+	case <-c.started:
+	case <-c.quit:
+		return
+	}
+	if c.raft == nil {
+		return
+	}
 	// A change waits for raft; the deadline allows for it.
 	conn.SetDeadline(time.Now().Add(c.cfg.ApplyTimeout + firstByteTimeout))
 	writeMessage(conn, nil, c.execute(&req))

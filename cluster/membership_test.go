@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/locking-center/locking-center/mutex"
 )
 
@@ -333,5 +335,34 @@ func TestForwardDialFailureWarns(t *testing.T) {
 	const warning = "v1 request not forwarded: dialling the leader's mutex port failed"
 	if n := logs[f.id].count(warning); n != 1 {
 		t.Fatalf("logged %q %d times, want once", warning, n)
+	}
+}
+
+// A control request that reaches the raft port while Start has not yet
+// started raft is answered once raft runs, not served against no raft.
+func TestControlRequestDuringStart(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := newTestNode(t, "n1", ln, make(chan struct{}, 1))
+	read := make(chan struct{}, 1)
+	answer := make(chan error, 1)
+	tn.setup = func(c *Cluster) {
+		c.controlRead = func() { read <- struct{}{} }
+		c.beforeRaft = func() {
+			go func() {
+				resp, err := c.call(context.Background(), raft.ServerAddress(ln.Addr().String()), controlRequest{Op: opStatus})
+				if err == nil && (resp.Node == nil || resp.Node.ID != "n1") {
+					err = fmt.Errorf("status %+v", resp.Node)
+				}
+				answer <- err
+			}()
+			<-read // the request is in before raft starts
+		}
+	}
+	tn.start(t)
+	if err := <-answer; err != nil {
+		t.Fatalf("status asked during Start: %v", err)
 	}
 }
