@@ -665,16 +665,30 @@ func (c *Cluster) dialAddress(addr raft.ServerAddress) string {
 // address dialled, which may be a tunnel's). ctx bounds the dial and the
 // handshake.
 func (c *Cluster) dialRaft(ctx context.Context, addr raft.ServerAddress) (net.Conn, error) {
+	return c.dialNode(ctx, c.dialAddress(addr), string(addr), false)
+}
+
+// dialNode dials addr; with Config.TLS, under TLS, and the other side's
+// certificate must name the host of name, the address it is known by: a
+// raft port's must be signed by the nodes' CAs (PeerTLS.Client), the
+// leader's mutex port's by them or a system root (PeerTLS.Leader, with
+// mutexPort). ctx bounds the dial and the handshake.
+func (c *Cluster) dialNode(ctx context.Context, addr, name string, mutexPort bool) (net.Conn, error) {
 	var d net.Dialer
 	if c.cfg.TLS == nil {
-		return d.DialContext(ctx, "tcp", c.dialAddress(addr))
+		return d.DialContext(ctx, "tcp", addr)
 	}
-	host, _, err := net.SplitHostPort(string(addr))
+	host, _, err := net.SplitHostPort(name)
 	if err != nil {
 		return nil, err
 	}
-	td := tls.Dialer{NetDialer: &d, Config: c.cfg.TLS.Client(host)}
-	return td.DialContext(ctx, "tcp", c.dialAddress(addr))
+	td := tls.Dialer{NetDialer: &d}
+	if mutexPort {
+		td.Config = c.cfg.TLS.Leader(host)
+	} else {
+		td.Config = c.cfg.TLS.Client(host)
+	}
+	return td.DialContext(ctx, "tcp", addr)
 }
 
 // RaftAddr returns the address the raft port listens on, once Start has

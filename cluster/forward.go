@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -126,15 +127,9 @@ func (c *Cluster) Forward(conn net.Conn, got []byte) bool {
 // TLS with Config.TLS (the handshake included), and verifies that the
 // leader's certificate names addr's host.
 func (c *Cluster) dialLeader(addr string, timeout time.Duration) (net.Conn, error) {
-	if c.cfg.TLS == nil {
-		return net.DialTimeout("tcp", addr, timeout)
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: c.cfg.TLS.Leader(host)}
-	return d.Dial("tcp", addr)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return c.dialNode(ctx, addr, addr, true)
 }
 
 // proxy writes got to up, then copies each way until both have ended, and

@@ -155,9 +155,14 @@ func raftError(err error) error {
 	return err
 }
 
-// apply appends an entry of this package's and waits for it to commit.
-func (c *Cluster) apply(b []byte) error {
-	return raftError(c.await(c.raft.Apply(b, c.cfg.ApplyTimeout)))
+// apply appends an entry of this package's, waits for it to commit, and
+// returns its position in the log.
+func (c *Cluster) apply(b []byte) (uint64, error) {
+	f := c.raft.Apply(b, c.cfg.ApplyTimeout)
+	if err := raftError(c.await(f)); err != nil {
+		return 0, err
+	}
+	return f.Index(), nil
 }
 
 // configuration returns the servers of the latest configuration.
@@ -215,11 +220,8 @@ func (c *Cluster) recordMember(p Peer) (index uint64, wrote bool, err error) {
 	if r, ok := c.fsm.logged(p.ID); ok && r == p {
 		return c.fsm.applied.Load(), false, nil
 	}
-	f := c.raft.Apply(memberEntry(p), c.cfg.ApplyTimeout)
-	if err := raftError(c.await(f)); err != nil {
-		return 0, false, err
-	}
-	return f.Index(), true, nil
+	index, err = c.apply(memberEntry(p))
+	return index, err == nil, err
 }
 
 // addMember adds p to the configuration, as a voter or a nonvoter, at the
@@ -262,7 +264,7 @@ func (c *Cluster) addMember(p Peer, voter bool) error {
 		return err
 	}
 	if p.ClientAddress != "" {
-		if err := c.apply(memberEntry(p)); err != nil {
+		if _, err := c.apply(memberEntry(p)); err != nil {
 			return err
 		}
 	}
@@ -332,7 +334,7 @@ func (c *Cluster) removeMember(id string) error {
 	if s.Suffrage == raft.Voter && voters == 1 {
 		return fmt.Errorf("%w: %s", ErrLastVoter, id)
 	}
-	if err := c.apply(forgetEntry(id)); err != nil {
+	if _, err := c.apply(forgetEntry(id)); err != nil {
 		return err
 	}
 	if err := raftError(c.await(c.raft.RemoveServer(s.ID, 0, c.cfg.ApplyTimeout))); err != nil {
