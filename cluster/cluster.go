@@ -70,6 +70,7 @@ type Cluster struct {
 	store logStore
 	logs  *raft.LogCache // over store
 	trans *raft.NetworkTransport
+	guard *termGuard // over trans: what raft is given (transport.go)
 	// raftAddr is the address the raft port listens on.
 	raftAddr net.Addr
 	stats    *stats // the collector's figures (stats.go)
@@ -199,10 +200,12 @@ func (c *Cluster) Start(n *mutex.Node) (err error) {
 	if c.beforeRaft != nil {
 		c.beforeRaft()
 	}
-	c.raft, err = newRaft(rc, c.fsm, c.logs, c.store, snaps, c.trans)
+	c.guard = newTermGuard(c.trans)
+	c.raft, err = newRaft(rc, c.fsm, c.logs, c.store, snaps, c.guard)
 	if err != nil {
 		return fmt.Errorf("cluster: start raft: %w", err)
 	}
+	c.guard.setRaft(c.raft)
 	c.raft.RegisterObserver(raft.NewObserver(c.observed, false, nil))
 	c.wg.Add(1)
 	go c.observe()
@@ -255,7 +258,9 @@ func (c *Cluster) raftConfig(hl hclog.Logger) *raft.Config {
 // Close.
 func (c *Cluster) release() error {
 	var errs []error
-	if c.trans != nil {
+	if c.guard != nil {
+		errs = append(errs, c.guard.Close())
+	} else if c.trans != nil {
 		errs = append(errs, c.trans.Close())
 	}
 	if c.store != nil {
