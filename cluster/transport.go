@@ -42,8 +42,8 @@ type termGuard struct {
 	prevote raft.WithPreVote // nil when the transport has no pre-vote
 	closer  raft.WithClose   // nil when the transport cannot be closed
 
-	node atomic.Value // termState, set once raft runs; until then no fast path
-	rpcs chan raft.RPC             // what raft's main loop reads (Consumer)
+	node atomic.Value  // termState, set once raft runs; until then no fast path
+	rpcs chan raft.RPC // what raft's main loop reads (Consumer)
 	quit chan struct{}
 	once sync.Once
 
