@@ -16,7 +16,8 @@ const (
 	OpAcquire Op = iota + 1
 	// OpRelease ends a lock. With a Session, the lock of Token in that
 	// session; with Session 0 and Token 0, the v1 holder of Key, whoever
-	// it is (a key held by a session is refused with StatusNotOwned).
+	// it is (a key held by a session is refused with StatusNotOwned), as
+	// long as its grant is older than Before (StatusStale otherwise).
 	OpRelease
 	// OpRenew extends the lease of the lock Token of Key held by Session,
 	// by Lease or, when zero, by the lease its acquire asked for.
@@ -28,11 +29,11 @@ const (
 	// OpRevoke undoes the grant Token of Key: a grant whose answer could
 	// not be delivered or made durable. No lock-delay follows.
 	OpRevoke
-	// OpResetKey takes Key from every holder; the queue keeps its order,
-	// and a lock-delay on the key ends.
+	// OpResetKey takes Key from every holder granted before Before; the
+	// queue keeps its order, and a lock-delay on the key ends.
 	OpResetKey
-	// OpResetSource releases every lock of Source and withdraws every
-	// parked request of Source.
+	// OpResetSource releases every lock of Source granted before Before
+	// and withdraws every parked request of Source.
 	OpResetSource
 	// OpOpenSession opens a session named Source with TTL and SecretHash;
 	// the result carries its id.
@@ -132,6 +133,14 @@ type Command struct {
 	Target  uint64 // cancel: the request id of the acquire to withdraw
 	Ticket  uint64 // cancel: the table's id of a parked request
 	Token   uint64 // release, renew, revoke: the lock's fencing token
+	// Before bounds a v1 release, a reset by key and a reset by source
+	// to the grants that existed when the node received the request: it
+	// takes only locks whose fencing token is below Before, so that a
+	// request committed late (delayed in a paused leader, in flight
+	// through a failover) cannot end a grant made after it. The node sets
+	// it (Node.stamp) to its table's last fencing token plus one. 0: no
+	// bound (commands journalled before the field existed).
+	Before uint64
 	// Floor, when above the table's last fencing token, raises it before
 	// the command applies: the next grant's token is above Floor. A node
 	// without a journal passes its clock in Unix nanoseconds at a restart;
@@ -169,6 +178,10 @@ type Command struct {
 	// table ignores them.
 	Proposer, Proposal uint64
 }
+
+// grantedBefore reports whether the grant of token is one that c, a v1
+// release or a reset, may end (Command.Before).
+func (c *Command) grantedBefore(token uint64) bool { return c.Before == 0 || token < c.Before }
 
 // unixNano returns c.At in Unix nanoseconds.
 func (c *Command) unixNano() int64 { return c.At.UnixNano() }

@@ -74,7 +74,12 @@ type Limits struct {
 // stamp sets what the node decides of c at now: its time, and the caps of
 // an acquire.
 func (n *Node) stamp(c *Command) {
-	if c.Op == OpAcquire {
+	switch {
+	case c.Op == OpAcquire:
 		c.MaxHeld, c.MaxParked = n.limits.MaxHeld, n.limits.MaxParked
+	case c.Op == OpRelease && c.Session == 0, c.Op == OpResetKey, c.Op == OpResetSource:
+		// Only the grants this node knows of now: whatever commits later
+		// was granted before the request or is not its to end (Before).
+		c.Before = n.t.LastToken() + 1
 	}
 }

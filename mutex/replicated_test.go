@@ -211,16 +211,22 @@ func TestReplicatedStepDownWithdrawsWaiters(t *testing.T) {
 	}
 }
 
-// heldRep holds back the commit of the acquires of source "held" until
-// release closes, and tells proposed when it has one.
+// heldRep holds back the commit of the first command that hold picks
+// (by default an acquire of source "held") until release closes, and
+// tells proposed when it has one; the commands after it commit before it.
 type heldRep struct {
 	fakeRep
 	proposed chan struct{}
 	release  chan struct{}
+	hold     func(*Command) bool
 }
 
 func (r heldRep) Propose(c *Command) func() error {
-	if c.Op != OpAcquire || c.Source != "held" {
+	hold := r.hold
+	if hold == nil {
+		hold = func(c *Command) bool { return c.Op == OpAcquire && c.Source == "held" }
+	}
+	if !hold(c) {
 		return r.fakeRep.Propose(c)
 	}
 	l := r.l
@@ -244,7 +250,7 @@ func (r heldRep) Propose(c *Command) func() error {
 // gone, and a node removed from its cluster applies no later restart.
 func TestReplicatedParkedAfterStepDown(t *testing.T) {
 	l := &fakeLog{work: make(chan int, 16), done: make(chan struct{})}
-	rep := heldRep{fakeRep{l, 0}, make(chan struct{}), make(chan struct{})}
+	rep := heldRep{fakeRep{l, 0}, make(chan struct{}), make(chan struct{}), nil}
 	n := NewNode(NodeConfig{Replicator: rep})
 	l.nodes = []*Node{n}
 	l.start(t)
@@ -334,4 +340,63 @@ func TestReplicatedRestartGoesFirst(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// A v1 unlock or reset that commits late (held up in a paused leader, or
+// in flight through a failover) ends only the grants that existed when
+// its node received it: a grant made meanwhile stays with its holder.
+func TestReplicatedLateUnlockEndsNoNewerGrant(t *testing.T) {
+	for _, late := range []Command{
+		{Op: OpRelease, Key: "k"},
+		{Op: OpResetKey, Key: "k"},
+		{Op: OpResetSource, Source: "a"},
+	} {
+		t.Run(late.Op.String(), func(t *testing.T) {
+			l := &fakeLog{work: make(chan int, 16), done: make(chan struct{})}
+			held := false // only the first: the same request sent again commits at once
+			rep := heldRep{fakeRep{l, 0}, make(chan struct{}), make(chan struct{}),
+				func(c *Command) bool {
+					hold := !held && c.Op == late.Op
+					held = held || hold
+					return hold
+				}}
+			n := NewNode(NodeConfig{Replicator: rep})
+			l.nodes = []*Node{n}
+			l.start(t)
+			n.SetLeader(true)
+			first, _, err := n.TryLock(Claim{Key: "k", Source: "a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			result := make(chan Result, 1)
+			go func() { res, _ := n.Apply(late); result <- res }()
+			<-rep.proposed // stamped and on its way, not committed
+			// Meanwhile the client gave up on it, took the key from its old
+			// grant with a reset of its own, and locked it again.
+			if res, _ := n.Apply(Command{Op: OpRevoke, Key: "k", Token: first.Token}); res.Status != StatusOK {
+				t.Fatalf("revoke of the first grant: %v", res.Status)
+			}
+			second, _, err := n.TryLock(Claim{Key: "k", Source: "a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			close(rep.release)
+			res := <-result
+			if late.Op == OpRelease && res.Status != StatusStale {
+				t.Errorf("the late unlock: %v, want %v", res.Status, StatusStale)
+			}
+			h, ok := n.Holder("k")
+			if !ok || h.Token != second.Token {
+				t.Fatalf("after the late %v the key is held by %+v (held %v), want the newer grant %d",
+					late.Op, h, ok, second.Token)
+			}
+			// Sent now, the same request ends the grant it now sees.
+			if res, _ := n.Apply(late); late.Op == OpRelease && res.Status != StatusOK {
+				t.Fatalf("an unlock of the current grant: %v", res.Status)
+			}
+			if h, ok := n.Holder("k"); ok {
+				t.Fatalf("after a %v of the current grant the key is held by %+v", late.Op, h)
+			}
+		})
+	}
 }

@@ -610,6 +610,9 @@ func (t *Table) release(c *Command) Result {
 			return Result{Status: StatusNotOwned}
 		}
 		token := e.first.token
+		if !c.grantedBefore(token) {
+			return Result{Status: StatusStale} // granted after the unlock was sent
+		}
 		t.endHolder(e, token, ReasonReleased, false, c.At, true)
 		return Result{Token: token, Changed: true}
 	}
@@ -744,8 +747,14 @@ func (t *Table) resetKey(c *Command) Result {
 		return Result{}
 	}
 	changed := t.clearDelay(e)
-	for e.first.token != 0 {
-		t.endHolder(e, e.first.token, ReasonReset, false, c.At, false)
+	var tokens []uint64
+	e.eachHolder(func(h *holder) {
+		if c.grantedBefore(h.token) {
+			tokens = append(tokens, h.token)
+		}
+	})
+	for _, token := range tokens {
+		t.endHolder(e, token, ReasonReset, false, c.At, false)
 		changed = true
 	}
 	if changed {
@@ -770,7 +779,7 @@ func (t *Table) resetSource(c *Command) Result {
 	}
 	var keys []string
 	for k, e := range t.keys {
-		if e.heldBy(src) {
+		if e.holderFrom(src, c) != nil {
 			keys = append(keys, k)
 		}
 	}
@@ -778,7 +787,7 @@ func (t *Table) resetSource(c *Command) Result {
 	for _, k := range keys {
 		e := t.keys[k]
 		touched = append(touched, e)
-		for h := e.holderFrom(src); h != nil; h = e.holderFrom(src) {
+		for h := e.holderFrom(src, c); h != nil; h = e.holderFrom(src, c) {
 			t.endHolder(e, h.token, ReasonReset, false, c.At, false)
 		}
 	}
@@ -1134,12 +1143,12 @@ func (e *entry) holderOf(s *session, owner string) *holder {
 	return found
 }
 
-func (e *entry) heldBy(src unique.Handle[string]) bool { return e.holderFrom(src) != nil }
-
-func (e *entry) holderFrom(src unique.Handle[string]) *holder {
+// holderFrom returns a holder of e whose source is src and that c, a
+// reset, may end (Command.grantedBefore); nil when there is none.
+func (e *entry) holderFrom(src unique.Handle[string], c *Command) *holder {
 	var found *holder
 	e.eachHolder(func(h *holder) {
-		if found == nil && h.source == src {
+		if found == nil && h.source == src && c.grantedBefore(h.token) {
 			found = h
 		}
 	})

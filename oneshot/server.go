@@ -360,8 +360,12 @@ func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool
 		if res.Status == mutex.StatusUnavailable {
 			return nil, false
 		}
-		if res.Status == mutex.StatusNotOwned {
-			c.Write(answerFailedBytes) // a session holds it: not v1's to release
+		if res.Status == mutex.StatusNotOwned || res.Status == mutex.StatusStale {
+			// A session holds it, not v1's to release; or a grant made
+			// after this unlock was received holds it (a late unlock,
+			// say one a paused leader of a cluster committed): not this
+			// unlock's to end.
+			c.Write(answerFailedBytes)
 			return nil, false
 		}
 		// The ended grant's client need no longer be heard from.

@@ -57,8 +57,9 @@
 // and secret (the SHA-256 of a session's resume secret) are byte strings
 // in standard base64 with padding (RFC 4648 section 4), so that any byte
 // sequence, including invalid UTF-8, NUL and 0xFF, comes back exactly;
-// sess, req, target, ticket, token, floor, count, limit, applied,
-// sessions, maxh and maxp (an acquire's caps of its account) are unsigned
+// sess, req, target, ticket, token, floor, before (the bound of a v1
+// release or a reset: it ends only grants of lower tokens), count, limit,
+// applied, sessions, maxh and maxp (an acquire's caps of its account) are unsigned
 // integers; at, wait, lease, delay, ttl (durations
 // in nanoseconds), mode, prio, opened, lease_at, delay_at, wait_at (times
 // in Unix nanoseconds) are integers; try, reent, conn are booleans. A

@@ -141,6 +141,7 @@ func appendCommand(b []byte, c *mutex.Command) []byte {
 	e.uint("ticket", c.Ticket)
 	e.uint("token", c.Token)
 	e.uint("floor", c.Floor)
+	e.uint("before", c.Before)
 	e.bool("try", c.Try)
 	e.int("wait", int64(c.Wait))
 	e.int("lease", int64(c.Lease))
@@ -275,7 +276,7 @@ type fields struct {
 	Key, Src, Addr, Owner, Name, Secret []byte
 	Acct                                []byte
 	Sess, Req, Target, Ticket, Token    uint64
-	Floor, MaxH, MaxP                   uint64
+	Floor, MaxH, MaxP, Before           uint64
 	Count, Limit, Applied, Sessions     uint64
 	Try, Reent, Conn                    bool
 	Wait, Lease, Delay, TTL, Mode, Prio int64
@@ -301,6 +302,7 @@ type fieldsJSON struct {
 	Floor    uint64 `json:"floor"`
 	MaxH     uint64 `json:"maxh"`
 	MaxP     uint64 `json:"maxp"`
+	Before   uint64 `json:"before"`
 	Count    uint64 `json:"count"`
 	Limit    uint64 `json:"limit"`
 	Applied  uint64 `json:"applied"`
@@ -416,7 +418,7 @@ func (f *fields) item() (item, error) {
 	}
 	c := mutex.Command{Op: op, At: time.Unix(0, *f.At), Key: string(f.Key), Source: string(f.Src),
 		RemoteAddr: string(f.Addr), Session: f.Sess, Request: f.Req, Target: f.Target, Ticket: f.Ticket,
-		Token: f.Token, Floor: f.Floor, Try: f.Try, Wait: time.Duration(f.Wait), Lease: time.Duration(f.Lease),
+		Token: f.Token, Floor: f.Floor, Before: f.Before, Try: f.Try, Wait: time.Duration(f.Wait), Lease: time.Duration(f.Lease),
 		Delay: time.Duration(f.Delay), TTL: time.Duration(f.TTL), Mode: mutex.Mode(f.Mode),
 		Limit: uint32(f.Limit), Priority: int32(f.Prio), Reentrant: f.Reent, Owner: string(f.Owner),
 		ConnBound: f.Conn, Account: string(f.Acct), MaxHeld: uint32(f.MaxH), MaxParked: uint32(f.MaxP)}
@@ -482,7 +484,7 @@ func scanFlat(p []byte) (f fields, ok bool) {
 var fieldBit = func() map[string]uint64 {
 	names := []string{"op", "at", "key", "src", "addr", "owner", "name", "secret", "sess", "req", "target",
 		"ticket", "token", "floor", "count", "limit", "applied", "sessions", "try", "reent", "conn", "wait", "lease",
-		"delay", "ttl", "mode", "prio", "opened", "lease_at", "delay_at", "wait_at", "acct", "maxh", "maxp"}
+		"delay", "ttl", "mode", "prio", "opened", "lease_at", "delay_at", "wait_at", "acct", "maxh", "maxp", "before"}
 	m := make(map[string]uint64, len(names))
 	for i, n := range names {
 		m[n] = 1 << i
@@ -574,6 +576,8 @@ func (f *fields) set(name string, v []byte) bool {
 		return uint(&f.Token)
 	case "floor":
 		return uint(&f.Floor)
+	case "before":
+		return uint(&f.Before)
 	case "count":
 		return uint(&f.Count)
 	case "limit":

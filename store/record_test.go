@@ -20,7 +20,7 @@ import (
 func everyField() ([]mutex.Command, []mutex.Record) {
 	at := time.Unix(0, 1_700_000_000_123_456_789)
 	full := mutex.Command{At: at, Key: "k\xff\x00", Source: "src\x00", RemoteAddr: "[::1]:9", Session: math.MaxUint64,
-		Request: 7, Target: 6, Ticket: 5, Token: math.MaxUint64 - 1, Floor: 77, Try: true, Wait: time.Hour, Lease: time.Minute,
+		Request: 7, Target: 6, Ticket: 5, Token: math.MaxUint64 - 1, Floor: 77, Before: 78, Try: true, Wait: time.Hour, Lease: time.Minute,
 		Delay: 59 * time.Second, TTL: 10 * time.Second, Mode: mutex.Shared, Limit: math.MaxUint32,
 		Priority: math.MinInt32, Reentrant: true, Owner: "owner\xfe", ConnBound: true, SecretHash: secret,
 		Account: "acct\x01", MaxHeld: math.MaxUint32, MaxParked: 3}
