@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test test-go test-clients test-deploy bench bench-v1 bench-session bench-http bench-modes bench-tls bench-ha soak soak-crash soak-powerloss soak-model soak-cluster fuzz clean
+.PHONY: all build run test test-go test-clients test-deploy bench bench-v1 bench-session bench-http bench-modes bench-tls bench-ha soak soak-crash soak-powerloss soak-model soak-cluster soak-cluster-pause fuzz clean
 
 all: build
 
@@ -82,10 +82,15 @@ soak-powerloss:
 soak-model:
 	$(GO) test -count=1 -timeout 2h -run 'TestModel$$' -v ./mutex -rapid.checks=$${LC_MODEL_CHECKS:-100000}
 
-# A long soak of a three-node cluster: leader kills and partitions under
-# load, each round checked for lost grants, overlaps and linearizability.
+# A long soak of a three-node cluster: leader kills, partitions and
+# pauses under load, each round checked for lost grants, overlaps and
+# linearizability, each run for replicas that differ (tables, raft logs).
 soak-cluster:
-	LC_CLUSTER_ROUNDS=$${LC_CLUSTER_ROUNDS:-30} $(GO) test -race -count=1 -timeout 2h -run 'TestCluster(LeaderKilled|Partition)' -v ./cmd/lcd
+	LC_CLUSTER_ROUNDS=$${LC_CLUSTER_ROUNDS:-30} $(GO) test -race -count=1 -timeout 2h -run 'TestCluster(LeaderKilled|Partition|LeaderPaused)' -v ./cmd/lcd
+
+# The leader frozen with SIGSTOP for 1.5 to 6 s, then let go on, 40 times.
+soak-cluster-pause:
+	LC_CLUSTER_ROUNDS=$${LC_CLUSTER_ROUNDS:-40} $(GO) test -race -count=1 -timeout 2h -run 'TestClusterLeaderPaused' -v ./cmd/lcd
 
 # A short run of every fuzz target; new inputs land in the Go cache.
 fuzz:

@@ -102,6 +102,7 @@ type record struct {
 	sections map[string][][2]time.Duration
 	errs     []string
 	grants   atomic.Int64
+	releases int // releases answered as done
 }
 
 func newRecord() *record {
@@ -115,6 +116,9 @@ func (r *record) add(client int, in lockOp, out lockOut, call, ret int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ops = append(r.ops, porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call, Return: ret})
+	if in.Kind == "release" && out.OK {
+		r.releases++
+	}
 }
 
 func (r *record) fail(format string, args ...any) {
@@ -146,19 +150,21 @@ func (r *record) leave(key string, from time.Duration) {
 }
 
 // check fails t on a broken rule, overlapping sections, or a history that
-// is not linearizable.
-func (r *record) check(t *testing.T) {
+// is not linearizable, and returns how many it found.
+func (r *record) check(t *testing.T) (violations int) {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range r.errs {
 		t.Error(e)
+		violations++
 	}
 	for key, ss := range r.sections {
 		slices.SortFunc(ss, func(a, b [2]time.Duration) int { return int(a[0] - b[0]) })
 		for i := 1; i < len(ss); i++ {
 			if ss[i][0] < ss[i-1][1] {
 				t.Errorf("%s: critical sections %v and %v overlap", key, ss[i-1], ss[i])
+				violations++
 			}
 		}
 	}
@@ -167,8 +173,10 @@ func (r *record) check(t *testing.T) {
 		path := t.TempDir() + "/history.html"
 		porcupine.VisualizePath(lockModel, info, path)
 		t.Errorf("history of %d operations: %v (visualization at %s)", len(r.ops), res, path)
+		violations++
 	}
 	t.Logf("%d operations checked, %d critical sections", len(r.ops), r.grants.Load())
+	return violations
 }
 
 // --- the clients ---
@@ -431,6 +439,23 @@ func all(n int) []int {
 	return out
 }
 
+// startSoak starts three nodes and, once one leads, the load on them: 16
+// clients (8 through sessions, 8 through v1) on four keys. The clients
+// use the nodes setAlive last named, all three to begin with.
+func startSoak(t *testing.T, seed uint64) (lc *lcdCluster, l *load, setAlive func([]int)) {
+	t.Helper()
+	lc = startCluster(t, 3)
+	if _, ok := lc.leader(all(3), 30*time.Second); !ok {
+		t.Fatalf("no leader:\n%s", lc.logs())
+	}
+	var mu sync.Mutex
+	alive := all(3)
+	l = &load{lc: lc, rec: newRecord(), keys: []string{"a", "b", "c", "d"}, stop: make(chan struct{}),
+		alive: func() []int { mu.Lock(); defer mu.Unlock(); return slices.Clone(alive) }}
+	l.run(seed)
+	return lc, l, func(nodes []int) { mu.Lock(); defer mu.Unlock(); alive = slices.Clone(nodes) }
+}
+
 // A leader killed with SIGKILL while 16 clients (8 through sessions, 8
 // through v1 at any node) lock and release four keys: a new leader serves,
 // no answered grant is lost, tokens only grow, no two clients are ever in
@@ -439,25 +464,16 @@ func all(n int) []int {
 func TestClusterLeaderKilled(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	lc := startCluster(t, 3)
-	if _, ok := lc.leader(all(3), 30*time.Second); !ok {
-		t.Fatalf("no leader:\n%s", lc.logs())
-	}
-	var mu sync.Mutex
-	alive := all(3)
-	l := &load{lc: lc, rec: newRecord(), keys: []string{"a", "b", "c", "d"}, stop: make(chan struct{}),
-		alive: func() []int { mu.Lock(); defer mu.Unlock(); return slices.Clone(alive) }}
-	l.run(seed)
-	for round := range clusterRounds(t) {
+	lc, l, setAlive := startSoak(t, seed)
+	rounds := clusterRounds(t)
+	for round := range rounds {
 		if !l.awaitGrants(50, time.Minute) {
 			l.finish()
 			t.Fatalf("round %d: no progress before the kill:\n%s", round, lc.logs())
 		}
 		lead, _ := lc.leader(all(3), 30*time.Second)
 		lc.kill(lead)
-		mu.Lock()
-		alive = slices.DeleteFunc(all(3), func(i int) bool { return i == lead })
-		mu.Unlock()
+		setAlive(slices.DeleteFunc(all(3), func(i int) bool { return i == lead }))
 		if _, ok := lc.leader(l.alive(), 30*time.Second); !ok {
 			l.finish()
 			t.Fatalf("round %d: no new leader after killing n%d:\n%s", round, lead+1, lc.logs())
@@ -467,9 +483,7 @@ func TestClusterLeaderKilled(t *testing.T) {
 			t.Fatalf("round %d: no progress after killing n%d:\n%s", round, lead+1, lc.logs())
 		}
 		lc.start(lead)
-		mu.Lock()
-		alive = all(3)
-		mu.Unlock()
+		setAlive(all(3))
 		// It came back on a new mutex port: every node must know it there,
 		// before it may lead and be named.
 		if err := lc.awaitRecorded(lead, all(3), time.Minute); err != nil {
@@ -478,13 +492,7 @@ func TestClusterLeaderKilled(t *testing.T) {
 		}
 	}
 	l.finish()
-	l.rec.check(t)
-	if t.Failed() {
-		t.Logf("nodes' logs:\n%s", lc.logs())
-	}
-	if _, err := lc.converged(all(3), time.Minute); err != nil {
-		t.Fatalf("%v\n%s", err, lc.logs())
-	}
+	summarize(t, lc, l.rec, faults{kills: rounds})
 }
 
 // The leader cut off from both followers stops serving; the two elect a
@@ -493,25 +501,16 @@ func TestClusterLeaderKilled(t *testing.T) {
 func TestClusterPartition(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	lc := startCluster(t, 3)
-	if _, ok := lc.leader(all(3), 30*time.Second); !ok {
-		t.Fatalf("no leader:\n%s", lc.logs())
-	}
-	var mu sync.Mutex
-	alive := all(3)
-	l := &load{lc: lc, rec: newRecord(), keys: []string{"a", "b", "c", "d"}, stop: make(chan struct{}),
-		alive: func() []int { mu.Lock(); defer mu.Unlock(); return slices.Clone(alive) }}
-	l.run(seed)
-	for round := range clusterRounds(t) {
+	lc, l, setAlive := startSoak(t, seed)
+	rounds := clusterRounds(t)
+	for round := range rounds {
 		if !l.awaitGrants(50, time.Minute) {
 			l.finish()
 			t.Fatalf("round %d: no progress before the partition:\n%s", round, lc.logs())
 		}
 		old, _ := lc.leader(all(3), 30*time.Second)
 		lc.isolate(old, true)
-		mu.Lock()
-		alive = slices.DeleteFunc(all(3), func(i int) bool { return i == old })
-		mu.Unlock()
+		setAlive(slices.DeleteFunc(all(3), func(i int) bool { return i == old }))
 		majority, ok := lc.leader(l.alive(), 30*time.Second)
 		if !ok {
 			l.finish()
@@ -531,21 +530,13 @@ func TestClusterPartition(t *testing.T) {
 			t.Fatalf("round %d: no progress in the majority:\n%s", round, lc.logs())
 		}
 		lc.isolate(old, false)
-		mu.Lock()
-		alive = all(3)
-		mu.Unlock()
+		setAlive(all(3))
 		if st, ok := lc.status(old, false); ok && st.State == "Leader" && old != majority {
 			t.Logf("round %d: n%d leads again after healing", round, old+1)
 		}
 	}
 	l.finish()
-	l.rec.check(t)
-	if t.Failed() {
-		t.Logf("nodes' logs:\n%s", lc.logs())
-	}
-	if _, err := lc.converged(all(3), time.Minute); err != nil {
-		t.Fatalf("%v\n%s", err, lc.logs())
-	}
+	summarize(t, lc, l.rec, faults{partitions: rounds})
 }
 
 // The lock model takes a history of one holder at a time and refuses two
