@@ -180,7 +180,7 @@ type Session struct {
 	nextID    uint64              // the last request id used
 	inflight  map[uint64]*request // by id: sent or to send, not answered
 	holds     map[uint64]*hold    // by token: the locks of the session
-	letGo     map[uint64]bool     // tokens left to the server: orphaned, or past their lease
+	letGo     map[uint64]bool     // tokens left to the server: orphaned
 	watchers  map[*watcher]bool   // the watches that go on
 	watchIDs  map[uint64]*watcher // by the id of every WATCH the server may still stream for
 	unwatch   map[uint64]uint64   // CANCEL id to the WATCH id it ends
@@ -762,14 +762,23 @@ func (s *Session) setLease(h *hold, from time.Time, left time.Duration) {
 	h.stop = s.clk.AfterFunc(end.Sub(s.clk.Now()), func() { s.leaseDue(h, gen) })
 }
 
+// leaseDue gives h up at the client's end of its lease, and releases it
+// on the server by its token (one RELEASE for each lock that counts in
+// it; the answer does not matter: stale_token when the server's lease
+// ended first). The RELEASE goes before anything the session sends
+// later, so the session's next acquire of the key finds it released
+// rather than still held by the lock given up (ErrDeadlock).
 func (s *Session) leaseDue(h *hold, gen int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.holds[h.token] != h || h.gen != gen {
 		return
 	}
-	s.letGo[h.token] = true // the server ends it itself, with its lock-delay
+	n := len(h.locks)
 	s.endHold(h, lostError(h.key, ErrLeaseExpired, "its lease ran out"))
+	for range n {
+		s.enqueueRelease(h.key, h.token, nil, nil)
+	}
 }
 
 // ack records that the server answered a request sent at sentAt: it had
@@ -1457,7 +1466,7 @@ func (s *Session) renewed(r *request, f *frame) error {
 		return r.lock.cause
 	}
 	if left, ok := f.uint(tagLeft); ok && r.lock.h != nil {
-		s.setLease(r.lock.h, r.sentAt, time.Duration(left)*time.Millisecond)
+		s.setLease(r.lock.h, s.measuredAt(r.sentAt), time.Duration(left)*time.Millisecond)
 	}
 	return nil
 }
@@ -1470,7 +1479,7 @@ func (s *Session) granted(r *request, f *frame) {
 		return
 	}
 	ms, leased := f.uint(tagLeft)
-	from, left := s.lastAck, time.Duration(ms)*time.Millisecond // the grant came after that sending
+	from, left := s.measuredAt(r.sentAt), time.Duration(ms)*time.Millisecond
 	if rs := s.replay; rs != nil {
 		if r.id > rs.applied || rs.parked[r.id] {
 			rs.fresh[token] = true
