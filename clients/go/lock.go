@@ -320,11 +320,14 @@ func (l *Lock) Token() uint64 { return l.token }
 
 // Done is closed when the lock ends: released, orphaned, or lost. Cause
 // then says which. The client closes it no later than the server can end
-// the lock: at the end of its lease, counted from before the grant, less
-// a margin for clock drift (a tenth of the lease, at least 50 ms), unless
-// Renew extends it; and when it has heard nothing from the server for
-// the session's TTL less the same margin, counted from the sending of the
-// last request the server answered.
+// the lock: at the end of its lease, counted from the grant (the
+// GRANTED's arrival less 100 ms for its delivery, or the acquire's
+// sending when that is later) less a margin for clock drift (a tenth of
+// the lease, at least 50 ms), unless Renew extends it; and when it has
+// heard nothing from the server for the session's TTL less the same
+// margin, counted from the sending of the last request the server
+// answered. A lock given up at the end of its lease is released on the
+// server by its token, before anything the session sends later.
 func (l *Lock) Done() <-chan struct{} { return l.done }
 
 // Cause returns nil while the lock is held, then why it ended: an error
@@ -343,13 +346,31 @@ func (l *Lock) Value(key any) any { return l.values.Value(key) }
 
 // Release lets the key go: Done closes at once (Cause ErrLockReleased),
 // the server is told and Release waits for its answer, at most the
-// session's read timeout (WithReadTimeout). It returns nil once the server
-// has released the lock; an error matching ErrLockLost when the lock had
-// ended before (Cause then says how; a lock released by Session.Close
-// returns nil); ErrLockOrphaned after Orphan; or, when no answer came in
-// time, an error matching os.ErrDeadlineExceeded: the release then stays
-// queued and goes out when the connection is back. Release is idempotent: a second
-// call returns the first one's result without contacting the server.
+// session's read timeout (WithReadTimeout). It returns:
+//   - nil once the server has released the lock, and for a lock that
+//     Session.Close released;
+//   - the lock's Cause when it had ended before: an error matching
+//     ErrLockLost, with its reason when known (ErrLeaseExpired,
+//     ErrSessionExpired, ErrReset, ErrSessionClosed), or ErrLockOrphaned
+//     after Orphan;
+//   - an error matching ErrLockLost when the server no longer held it
+//     (stale_token: lost meanwhile);
+//   - the session's Err when the session ended before the answer came:
+//     ErrSessionExpired (expired on the server, or unknown to it once
+//     resumed), ErrSessionClosed (Close could not tell the server),
+//     ErrProtocol, ErrUnauthenticated, or ErrFailed for another refusal
+//     of the resume; the session's end ends the lock on the server too;
+//   - ErrSessionExpired or ErrSessionClosed when the server refused the
+//     release because the session had expired or ended, ErrRateLimited
+//     when it refused it for the source's rate, ErrForbidden for a key the
+//     token may not use, ErrFailed for any other refusal (not_durable,
+//     say), with the server's words;
+//   - when no answer came in time, an error matching
+//     os.ErrDeadlineExceeded: the release stays queued and goes out when
+//     the connection is back.
+//
+// Release is idempotent: a second call returns the first one's result
+// without contacting the server.
 func (l *Lock) Release() error {
 	l.releaseOnce.Do(func() { l.releaseErr = l.s.release(l) })
 	return l.releaseErr

@@ -19,10 +19,11 @@ import (
 // matched by reset by source; empty lets the server use the client's IP
 // address), WithConnectTimeout bounds each connect, WithTLS makes each
 // connection speak TLS (over WithDialer's when both are given), and
-// WithReadTimeout
-// bounds how long the handshake (HELLO or RESUME), Lock.Release and
-// Session.Close wait for the server's answer (0: until it comes or the
-// session ends).
+// WithReadTimeout bounds how long the handshake (HELLO or RESUME),
+// Lock.Release and Session.Close wait for the server's answer (0: until
+// it comes or the session ends). Each attempt of a resume, and of
+// NewSession when WithTTL is given, is bounded besides by the session's
+// keepalive plus its margin (see Session), whatever these timeouts say.
 type SessionOption interface{ applySession(*sessionConfig) }
 
 type sessionConfig struct {
@@ -139,8 +140,12 @@ func (systemClock) AfterFunc(d time.Duration, f func()) func() bool {
 // every lock the session takes. The server keeps the session while it
 // hears from the client; the session pings when it has nothing else to
 // say, and when the connection drops it reconnects and resumes, locks and
-// waiting requests intact, within the TTL. Create it with NewSession,
-// end it with Close. It is safe for concurrent use.
+// waiting requests intact, within the TTL. A connection that brings
+// nothing for the server's keepalive (a third of the TTL) plus a margin
+// (a tenth of the keepalive, at least 250 ms) counts as dropped: its node
+// goes to the back of the addresses, and is neither tried nor followed as
+// the leader for as long again. Create it with NewSession, end it with
+// Close. It is safe for concurrent use.
 type Session struct {
 	addr  string   // as given to NewSession, for messages
 	addrs []string // every address to try, in turn; at least one
@@ -167,12 +172,15 @@ type Session struct {
 	mu        sync.Mutex
 	at        int                 // index in addrs of the address to try next
 	leader    string              // the leader a GOODBYE not_leader named; "" when none
+	silent    string              // the address whose connection last went silent
+	shunUntil time.Time           // until then, silent is neither followed nor tried (see demote)
 	conn      *sconn              // attached connection; nil while none is
+	heard     time.Time           // when conn last delivered a frame (or was attached)
 	out       []byte              // frames for conn, written by the loop
 	nextID    uint64              // the last request id used
 	inflight  map[uint64]*request // by id: sent or to send, not answered
 	holds     map[uint64]*hold    // by token: the locks of the session
-	letGo     map[uint64]bool     // tokens left to the server: orphaned, or past their lease
+	letGo     map[uint64]bool     // tokens left to the server: orphaned
 	watchers  map[*watcher]bool   // the watches that go on
 	watchIDs  map[uint64]*watcher // by the id of every WATCH the server may still stream for
 	unwatch   map[uint64]uint64   // CANCEL id to the WATCH id it ends
@@ -186,6 +194,7 @@ type Session struct {
 
 // sconn is one connection of a session.
 type sconn struct {
+	addr string // the address dialled
 	nc   net.Conn
 	fr   *frameReader
 	dead chan struct{} // closed when its reader has returned
@@ -295,7 +304,13 @@ func NewSession(ctx context.Context, addr string, opts ...SessionOption) (*Sessi
 	}
 	s.nextID = 1
 	sentAt := s.clk.Now()
-	c, w, err := s.open(ctx, appendFrame([]byte(preface), frame{typ: frameHello, id: 1, fields: hello}))
+	// The keepalive is known from the WELCOME only; a TTL asked for gives
+	// it beforehand, and with it the bound of each attempt.
+	bound := time.Duration(0)
+	if cfg.ttl > 0 {
+		bound = silence(cfg.ttl / 3)
+	}
+	c, w, err := s.open(ctx, appendFrame([]byte(preface), frame{typ: frameHello, id: 1, fields: hello}), bound)
 	if err != nil {
 		return nil, fmt.Errorf("session at %s: %w", addr, err)
 	}
@@ -316,7 +331,7 @@ func NewSession(ctx context.Context, addr string, opts ...SessionOption) (*Sessi
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.Lock()
 	s.lastAck = sentAt
-	s.conn = c
+	s.conn, s.heard = c, s.clk.Now()
 	s.armLost()
 	s.mu.Unlock()
 	s.startReader(c)
@@ -337,16 +352,16 @@ func sessionAddresses(addr string, more []string) []string {
 }
 
 // open sends the HELLO b to each address in turn, following a node that
-// names the leader, until one answers WELCOME. It gives up on an answer
-// that another node would give too, and after every address has failed
-// once.
-func (s *Session) open(ctx context.Context, b []byte) (*sconn, *frame, error) {
+// names the leader, until one answers WELCOME; bound, when not 0, limits
+// each attempt. It gives up on an answer that another node would give
+// too, and after every address has failed once.
+func (s *Session) open(ctx context.Context, b []byte, bound time.Duration) (*sconn, *frame, error) {
 	var err error
 	for tries := 0; tries < 2*len(s.addrs)+1; tries++ {
 		addr := s.target()
 		var c *sconn
 		var w *frame
-		if c, w, err = s.handshake(ctx, addr, b); err == nil {
+		if c, w, err = s.handshake(ctx, addr, b, bound); err == nil {
 			return c, w, nil
 		}
 		if ctx.Err() != nil || !s.failedAt(addr, err) {
@@ -363,14 +378,49 @@ func (s *Session) open(ctx context.Context, b []byte) (*sconn, *frame, error) {
 }
 
 // target returns the address to try next: the leader a node named, or
-// the next of addrs.
+// the next of addrs, passing over a shunned one.
 func (s *Session) target() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.leader != "" {
 		return s.leader
 	}
+	if s.shunned(s.addrs[s.at]) {
+		s.at = (s.at + 1) % len(s.addrs)
+	}
 	return s.addrs[s.at]
+}
+
+// follow makes leader, named by a node, the next address to try, unless
+// it is shunned. Called with s.mu held.
+func (s *Session) follow(leader string) {
+	if !s.shunned(leader) {
+		s.leader = leader
+	}
+}
+
+// demote sends the node at addr, whose connection went silent, to the
+// back of the addresses, and shuns it for as long again as it was silent:
+// it is neither tried nor followed when another node names it as the
+// leader. A frozen leader keeps its TCP port (the kernel accepts) but
+// answers nothing, and the other nodes go on naming it until they have
+// elected another; trying it again would cost a whole handshake bound.
+// With one address there is nothing else to try. Called with s.mu held.
+func (s *Session) demote(addr string) {
+	if s.leader == addr {
+		s.leader = ""
+	}
+	if i := slices.Index(s.addrs, addr); i >= 0 {
+		s.addrs = append(slices.Delete(s.addrs, i, i+1), addr)
+		s.at = 0
+	}
+	s.silent, s.shunUntil = addr, s.clk.Now().Add(s.silence())
+}
+
+// shunned reports whether addr is the node that went silent lately and
+// another address is there to try. Called with s.mu held.
+func (s *Session) shunned(addr string) bool {
+	return addr == s.silent && len(s.addrs) > 1 && s.clk.Now().Before(s.shunUntil)
 }
 
 // failedAt notes that a handshake at addr failed with err, so that the
@@ -390,7 +440,7 @@ func (s *Session) failedAt(addr string, err error) bool {
 		return true
 	}
 	if g.code == codeNotLeader && g.leader != addr {
-		s.leader = g.leader
+		s.follow(g.leader)
 	}
 	return !g.final()
 }
@@ -671,6 +721,35 @@ func (s *Session) forgetHold(h *hold) {
 // the drift between the two clocks: a tenth, at least 50 ms, at most half.
 func margin(d time.Duration) time.Duration { return min(max(d/10, 50*time.Millisecond), d/2) }
 
+// silence returns how long a connection may bring nothing before the
+// session counts it dead, for the server's keepalive k: k, when the
+// session's ping is due on an idle connection, plus a tenth of k, at least
+// 250 ms, for the ping's round trip and a stall of the server or the
+// network. It also bounds each connect and handshake of a resume, so a
+// node that takes the connection and answers nothing (a frozen process:
+// its kernel still accepts) costs no more than a silent connection.
+func silence(k time.Duration) time.Duration { return k + max(k/10, 250*time.Millisecond) }
+
+func (s *Session) silence() time.Duration { return silence(s.keepalive) }
+
+// deliveryBound is the delay the session allows between the server's
+// measuring of a left_ms and the reading of its frame here (the write to
+// the log, the network, the reader): what a GRANTED says is left of a
+// lease is counted from the frame's arrival less this bound, or from the
+// sending of the request when that is later (an answer that came at once).
+const deliveryBound = 100 * time.Millisecond
+
+// measuredAt returns the earliest time at which the server can have
+// measured a left_ms that arrives now in the answer to a request sent at
+// sentAt. Called with s.mu held.
+func (s *Session) measuredAt(sentAt time.Time) time.Time {
+	now := s.clk.Now()
+	if from := now.Add(-deliveryBound); from.After(sentAt) {
+		return from
+	}
+	return sentAt
+}
+
 // setLease makes h lost at from+left, less the margin, unless a renewal
 // moves it.
 func (s *Session) setLease(h *hold, from time.Time, left time.Duration) {
@@ -683,14 +762,23 @@ func (s *Session) setLease(h *hold, from time.Time, left time.Duration) {
 	h.stop = s.clk.AfterFunc(end.Sub(s.clk.Now()), func() { s.leaseDue(h, gen) })
 }
 
+// leaseDue gives h up at the client's end of its lease, and releases it
+// on the server by its token (one RELEASE for each lock that counts in
+// it; the answer does not matter: stale_token when the server's lease
+// ended first). The RELEASE goes before anything the session sends
+// later, so the session's next acquire of the key finds it released
+// rather than still held by the lock given up (ErrDeadlock).
 func (s *Session) leaseDue(h *hold, gen int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.holds[h.token] != h || h.gen != gen {
 		return
 	}
-	s.letGo[h.token] = true // the server ends it itself, with its lock-delay
+	n := len(h.locks)
 	s.endHold(h, lostError(h.key, ErrLeaseExpired, "its lease ran out"))
+	for range n {
+		s.enqueueRelease(h.key, h.token, nil, nil)
+	}
 }
 
 // ack records that the server answered a request sent at sentAt: it had
@@ -805,10 +893,20 @@ func (s *Session) endLost(err, reason error, why string) {
 // --- connections ---
 
 // handshake dials, writes b (the preface and the first frames) and reads
-// the first answer, within ctx and the connect timeout. It returns the
-// connection and its WELCOME, or a *goodbyeError, a network error or an
-// error matching ErrProtocol.
-func (s *Session) handshake(parent context.Context, addr string, b []byte) (*sconn, *frame, error) {
+// the first answer, within ctx, the connect timeout (the dial) and the
+// read timeout (the answer), and all of it within bound when not 0. It
+// returns the connection and its WELCOME, or a *goodbyeError, a network
+// error or an error matching ErrProtocol.
+func (s *Session) handshake(ctx context.Context, addr string, b []byte, bound time.Duration) (*sconn, *frame, error) {
+	parent, limit := ctx, s.cfg.readTimeout
+	if bound > 0 {
+		var cancel context.CancelFunc
+		parent, cancel = context.WithTimeout(ctx, bound)
+		defer cancel()
+		if limit <= 0 || bound < limit {
+			limit = bound
+		}
+	}
 	dctx := parent
 	if d := s.cfg.connectTimeout; d > 0 {
 		var cancel context.CancelFunc
@@ -821,23 +919,23 @@ func (s *Session) handshake(parent context.Context, addr string, b []byte) (*sco
 	}
 	// The handshake is a request that waits for no key: the read timeout
 	// bounds its answer.
-	ctx := parent
+	actx := parent
 	if d := s.cfg.readTimeout; d > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(parent, d)
+		actx, cancel = context.WithTimeout(parent, d)
 		defer cancel()
 	}
-	if dl, ok := ctx.Deadline(); ok {
+	if dl, ok := actx.Deadline(); ok {
 		nc.SetDeadline(dl)
 	}
-	stop := context.AfterFunc(ctx, func() { nc.Close() })
-	c := &sconn{nc: nc, fr: &frameReader{r: nc}, dead: make(chan struct{})}
+	stop := context.AfterFunc(actx, func() { nc.Close() })
+	c := &sconn{addr: addr, nc: nc, fr: &frameReader{r: nc}, dead: make(chan struct{})}
 	var f *frame
 	if _, err = nc.Write(b); err == nil {
 		f, err = c.fr.next()
 	}
 	if !stop() && err == nil {
-		err = ctx.Err()
+		err = actx.Err()
 	}
 	if err == nil {
 		nc.SetDeadline(time.Time{})
@@ -849,9 +947,9 @@ func (s *Session) handshake(parent context.Context, addr string, b []byte) (*sco
 		default:
 			err = fmt.Errorf("%w: frame %#02x before the WELCOME", ErrProtocol, f.typ)
 		}
-	} else if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		if err = parent.Err(); err == nil {
-			err = fmt.Errorf("no answer within %v: %w", s.cfg.readTimeout, os.ErrDeadlineExceeded)
+	} else if actx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		if err = ctx.Err(); err == nil {
+			err = fmt.Errorf("no answer within %v: %w", limit, os.ErrDeadlineExceeded)
 		}
 	}
 	if string(c.fr.buf[c.fr.off:]) == "-" {
@@ -922,7 +1020,7 @@ func (s *Session) resume(ctx context.Context) (*sconn, error) {
 	b = appendFrame(b, frame{typ: framePing, id: syncID})
 	sentAt := s.clk.Now()
 	addr := s.target()
-	c, w, err := s.handshake(ctx, addr, b)
+	c, w, err := s.handshake(ctx, addr, b, s.silence())
 	if err != nil {
 		s.failedAt(addr, err)
 		return nil, err
@@ -940,6 +1038,7 @@ func (s *Session) resume(ctx context.Context) (*sconn, error) {
 		return nil, s.err
 	}
 	s.ack(sentAt)
+	s.heard = s.clk.Now()
 	s.replay = rs
 	var out []byte
 	for _, id := range s.inflightIDs() {
@@ -1021,7 +1120,11 @@ func (s *Session) read(c *sconn) {
 			break
 		}
 		s.mu.Lock()
-		goOn := s.conn == c && s.handle(f)
+		goOn := s.conn == c
+		if goOn {
+			s.heard = s.clk.Now()
+			goOn = s.handle(f)
+		}
 		s.mu.Unlock()
 		if !goOn {
 			break
@@ -1051,9 +1154,10 @@ func (s *Session) run(c *sconn) {
 }
 
 // serve keeps c busy: it writes the queued frames, pings when the server
-// has answered nothing for keepalive, and drops c when a ping stays
-// unanswered as long. It returns true when c has dropped, false at Close
-// or the session's end (c may still be up).
+// has answered nothing for keepalive, and drops c when it has brought
+// nothing for the silence bound (see silence), its node demoted. It
+// returns true when c has dropped, false at Close or the session's end (c
+// may still be up).
 func (s *Session) serve(c *sconn) bool {
 	var stop func() bool
 	defer func() {
@@ -1078,19 +1182,23 @@ func (s *Session) serve(c *sconn) bool {
 			s.ping = &request{typ: framePing}
 			s.enqueue(s.ping, nil)
 		}
-		next := s.lastAck.Add(s.keepalive)
-		if s.ping != nil {
-			if next = s.ping.sentAt.Add(s.keepalive); !now.Before(next) {
-				s.detach(c) // a ping unanswered for keepalive: the connection is dead
-				s.mu.Unlock()
-				continue
-			}
+		// The ping goes out no later than keepalive after the last frame
+		// heard, so a live server has answered it before this deadline.
+		next := s.heard.Add(s.silence())
+		if !now.Before(next) {
+			s.detach(c)
+			s.demote(c.addr)
+			s.mu.Unlock()
+			continue
+		}
+		if s.ping == nil {
+			next = s.lastAck.Add(s.keepalive)
 		}
 		out := s.out
 		s.out = nil
 		s.mu.Unlock()
 		if len(out) > 0 {
-			c.nc.SetWriteDeadline(time.Now().Add(max(s.keepalive, time.Second)))
+			c.nc.SetWriteDeadline(time.Now().Add(s.silence()))
 			if _, err := c.nc.Write(out); err != nil {
 				c.nc.Close() // the reader sees it and detaches c
 			}
@@ -1134,7 +1242,7 @@ func (s *Session) reconnect() *sconn {
 			return nil
 		default:
 		}
-		c, err := s.resumeWithin(s.ctx)
+		c, err := s.resume(s.ctx)
 		if err == nil {
 			return c
 		}
@@ -1147,21 +1255,12 @@ func (s *Session) reconnect() *sconn {
 	}
 }
 
-// resumeWithin resumes within ctx, and within the TTL when no connect or
-// read timeout bounds the handshake.
-func (s *Session) resumeWithin(ctx context.Context) (*sconn, error) {
-	if s.cfg.connectTimeout <= 0 || s.cfg.readTimeout <= 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.ttl)
-		defer cancel()
-	}
-	return s.resume(ctx)
-}
-
 // backoff returns the wait before reconnect attempt n (from 1): 50 ms
-// doubling, at most half the keepalive, jittered.
+// doubling, at most a quarter of the keepalive and at most 500 ms,
+// jittered, so that a session that looks for a leader during an election
+// finds it soon after it serves.
 func (s *Session) backoff(n int) time.Duration {
-	d := min(50*time.Millisecond<<min(n-1, 10), max(s.keepalive/2, 50*time.Millisecond))
+	d := min(50*time.Millisecond<<min(n-1, 10), max(s.keepalive/4, 50*time.Millisecond), 500*time.Millisecond)
 	return d/2 + rand.N(d/2+1)
 }
 
@@ -1226,7 +1325,7 @@ func (s *Session) sendClose() error {
 		s.mu.Unlock()
 		if c == nil {
 			var err error
-			if c, err = s.resumeWithin(ctx); err != nil {
+			if c, err = s.resume(ctx); err != nil {
 				return err
 			}
 		}
@@ -1234,7 +1333,7 @@ func (s *Session) sendClose() error {
 		out := s.out
 		s.out = nil
 		s.mu.Unlock()
-		c.nc.SetWriteDeadline(time.Now().Add(max(s.keepalive, time.Second)))
+		c.nc.SetWriteDeadline(time.Now().Add(s.silence()))
 		if _, err := c.nc.Write(out); err == nil {
 			select {
 			case res := <-r.result:
@@ -1299,7 +1398,7 @@ func (s *Session) handle(f *frame) bool {
 		case codeProtocolError:
 			s.endLost(g, nil, "the server ended the session's connection for a protocol error")
 		case codeNotLeader:
-			s.leader = g.leader // resume there, or at the next address
+			s.follow(g.leader) // resume there, or at the next address
 		}
 		return false // shutting_down and the others: resume elsewhere
 	}
@@ -1367,7 +1466,7 @@ func (s *Session) renewed(r *request, f *frame) error {
 		return r.lock.cause
 	}
 	if left, ok := f.uint(tagLeft); ok && r.lock.h != nil {
-		s.setLease(r.lock.h, r.sentAt, time.Duration(left)*time.Millisecond)
+		s.setLease(r.lock.h, s.measuredAt(r.sentAt), time.Duration(left)*time.Millisecond)
 	}
 	return nil
 }
@@ -1380,7 +1479,7 @@ func (s *Session) granted(r *request, f *frame) {
 		return
 	}
 	ms, leased := f.uint(tagLeft)
-	from, left := s.lastAck, time.Duration(ms)*time.Millisecond // the grant came after that sending
+	from, left := s.measuredAt(r.sentAt), time.Duration(ms)*time.Millisecond
 	if rs := s.replay; rs != nil {
 		if r.id > rs.applied || rs.parked[r.id] {
 			rs.fresh[token] = true

@@ -61,6 +61,19 @@ func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
 	}
 }
 
+// pending returns how many timers are set and not yet run or stopped.
+func (c *fakeClock) pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		if !t.done {
+			n++
+		}
+	}
+	return n
+}
+
 // Advance moves the clock d on and runs, in this goroutine and in the
 // order of their times, the timers that are then due.
 func (c *fakeClock) Advance(d time.Duration) {
@@ -318,6 +331,13 @@ func (n *testNet) dial(ctx context.Context, network, addr string) (net.Conn, err
 	n.conns = append(n.conns, c)
 	n.mu.Unlock()
 	return c, nil
+}
+
+// dialled returns how many dials were made.
+func (n *testNet) dialled() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.dials
 }
 
 // block holds every dial from now on; unblock lets them through.

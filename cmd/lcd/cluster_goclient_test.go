@@ -167,3 +167,106 @@ func awaitInfo(t *testing.T, s *lockingcenter.Session, key, what string, ok func
 	}
 	t.Fatalf("%s: describe %q: %s", what, key, last)
 }
+
+// A leader frozen (SIGSTOP) for 6 s, longer than a 3 s TTL: every Go
+// session counts its connection dead after the keepalive and its margin,
+// leaves the frozen node for the others (not first the node that went
+// silent, though it is first in their addresses and the followers name it
+// until they elect another) and resumes at the new leader before its TTL
+// runs out. No session expires; every lock is still held, under its token.
+// The test logs how long after the new leader served each session was
+// attached to it, for the 3 s TTL and for the default one.
+func TestClusterGoClientFrozenLeader(t *testing.T) {
+	const freeze = 6 * time.Second
+	lc := startCluster(t, 3)
+	lead, ok := lc.leader(all(3), 30*time.Second)
+	if !ok {
+		t.Fatalf("no leader:\n%s", lc.logs())
+	}
+	rest := slices.DeleteFunc(all(3), func(i int) bool { return i == lead })
+	addrs := strings.Join(lc.mutexAddrs([]int{lead, rest[0], rest[1]}), ",")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	type held struct {
+		s    *lockingcenter.Session
+		lock *lockingcenter.Lock
+		ttl  string
+	}
+	var hs []held
+	for i, ttl := range []time.Duration{3 * time.Second, 3 * time.Second, 3 * time.Second, 3 * time.Second,
+		0, 0, 0, 0} {
+		name := fmt.Sprintf("frozen-%d", i)
+		s, err := lockingcenter.NewSession(ctx, addrs, lockingcenter.WithSource(name), lockingcenter.WithTTL(ttl))
+		if err != nil {
+			t.Fatalf("session %s: %v\n%s", name, err, lc.logs())
+		}
+		t.Cleanup(func() { s.Close() })
+		l, err := s.Acquire(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, held{s, l, s.TTL().String()})
+	}
+
+	p := lc.nodes[lead].p.cmd.Process
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozenAt := time.Now()
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			p.Signal(syscall.SIGCONT)
+		}
+	}
+	defer thaw()
+	next, ok := lc.leader(rest, 30*time.Second)
+	if !ok {
+		t.Fatalf("no leader while %s is frozen:\n%s", lc.nodes[lead].id, lc.logs())
+	}
+	servedAt := time.Now()
+	t.Logf("%s frozen; %s served %v later", lc.nodes[lead].id, lc.nodes[next].id, servedAt.Sub(frozenAt).Round(time.Millisecond))
+
+	// When each session is attached at the new leader, polled through its
+	// management port until the freeze ends.
+	mc := &manager.Client{Addr: lc.addrs(next).Manager}
+	attached := map[uint64]time.Duration{}
+	for len(attached) < len(hs) && time.Since(frozenAt) < freeze {
+		ss, err := mc.Sessions(ctx)
+		if err == nil {
+			for _, s := range ss {
+				if _, seen := attached[s.ID]; !seen && s.RemoteAddr != "" {
+					attached[s.ID] = time.Since(servedAt)
+				}
+			}
+		}
+		time.Sleep(pollEvery)
+	}
+	time.Sleep(time.Until(frozenAt.Add(freeze)))
+	thaw()
+	for _, h := range hs {
+		if d, ok := attached[h.s.ID()]; ok {
+			t.Logf("session %d (TTL %s) attached at the new leader %v after it served", h.s.ID(), h.ttl, d.Round(time.Millisecond))
+		} else {
+			t.Errorf("session %d (TTL %s) not attached at the new leader within the freeze", h.s.ID(), h.ttl)
+		}
+	}
+	expired := 0
+	for _, h := range hs {
+		if err := h.s.Err(); err != nil {
+			expired++
+			t.Errorf("session %d (TTL %s) ended: %v", h.s.ID(), h.ttl, err)
+			continue
+		}
+		select {
+		case <-h.lock.Done():
+			t.Errorf("the lock of session %d (TTL %s) ended: %v", h.s.ID(), h.ttl, h.lock.Cause())
+		default:
+		}
+		awaitInfo(t, h.s, h.lock.Key(), "still held", func(ki lockingcenter.KeyInfo) bool {
+			return len(ki.Holders) == 1 && ki.Holders[0].Token == h.lock.Token() && ki.Holders[0].Session == h.s.ID()
+		})
+	}
+	t.Logf("%d of %d sessions expired", expired, len(hs))
+}
