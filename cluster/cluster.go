@@ -87,8 +87,9 @@ type Cluster struct {
 	// requests from its start, and answers them once raft exists.
 	started chan struct{}
 
-	ready     atomic.Bool // the leader's restart applied in this term
-	wasMember atomic.Bool // a configuration held this node (inConfiguration)
+	ready     atomic.Bool   // the leader's restart applied in this term
+	readyTerm atomic.Uint64 // the term ready was set in
+	wasMember atomic.Bool   // a configuration held this node (inConfiguration)
 	quit      chan struct{}
 	done      chan struct{}  // the leadership loop ended
 	wg        sync.WaitGroup // the other goroutines of Start
@@ -517,6 +518,7 @@ func (c *Cluster) takeOver(term uint64) bool {
 		}
 	}
 	c.node.SetLeader(true)
+	c.readyTerm.Store(term)
 	c.ready.Store(true)
 	c.log.Info("leading the cluster", slog.Uint64(logTerm, term), slog.Uint64(logIndex, c.raft.LastIndex()))
 	c.recordMembers()
@@ -566,7 +568,7 @@ func (c *Cluster) recordMembers() {
 type Status struct {
 	ID       string `json:"id"`
 	State    string `json:"state"`     // Leader, Follower, Candidate or Shutdown
-	Ready    bool   `json:"ready"`     // a leader whose restart applied: it serves
+	Ready    bool   `json:"ready"`     // a leader whose restart applied: it serves (see leads)
 	Leader   string `json:"leader"`    // the leader's client address; "" when none is known
 	LeaderID string `json:"leader_id"` // the leader's node id
 	Term     uint64 `json:"term"`
@@ -587,11 +589,30 @@ type Status struct {
 	Keys   int    `json:"keys"`
 }
 
+// leads reports, without asking the other nodes, whether this node leads
+// and serves: raft says it leads, in the term whose restart it applied,
+// and names itself the leader. The flag alone lags raft by the time
+// watchLeadership takes to hear of a change.
+func (c *Cluster) leads() bool {
+	if !c.ready.Load() || c.raft.State() != raft.Leader || c.raft.CurrentTerm() != c.readyTerm.Load() {
+		return false
+	}
+	_, id := c.raft.LeaderWithID()
+	return string(id) == c.cfg.NodeID
+}
+
+// Ready reports whether this node leads and serves, confirmed with a
+// quorum (VerifyLeader): a leader that was paused or cut off, and has not
+// yet heard that another node leads in a later term, is not ready though
+// it still believes it leads. It waits at most for raft's leader lease
+// (half the election timeout) when no quorum answers.
+func (c *Cluster) Ready() bool { return c.leads() && c.VerifyLeader() == nil && c.leads() }
+
 // Status returns this node's view of the cluster; with digest, the table's
 // digest too, which costs a copy of the table.
 func (c *Cluster) Status(digest bool) Status {
 	_, id := c.raft.LeaderWithID()
-	st := Status{ID: c.cfg.NodeID, State: c.raft.State().String(), Ready: c.ready.Load(), Leader: c.Leader(),
+	st := Status{ID: c.cfg.NodeID, State: c.raft.State().String(), Ready: c.leads(), Leader: c.Leader(),
 		LeaderID: string(id), Term: c.raft.CurrentTerm(), LastIndex: c.raft.LastIndex(),
 		CommitIndex: c.raft.CommitIndex(), Members: c.knownMembers()}
 	if !digest {
@@ -615,8 +636,10 @@ func (c *Cluster) Status(digest bool) Status {
 // process, a black-holed host) is listed unreachable, so that Report
 // stays quick when it matters most. When this node has no
 // configuration, the members are Status's.
+// Its Ready is confirmed with a quorum (Ready).
 func (c *Cluster) Report(ctx context.Context, digest bool) Status {
 	st := c.Status(digest)
+	st.Ready = st.Ready && c.Ready()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ElectionTimeout)
 	defer cancel()
 	if ms, err := c.Members(ctx); err == nil {

@@ -734,3 +734,39 @@ func TestFailedStartLeavesTheDirectory(t *testing.T) {
 		})
 	}
 }
+
+// A leader is ready while it leads in the term it took over in and a
+// quorum confirms it; a follower never is; and without a quorum the
+// leader stops being ready.
+func TestReadyOnlyWhereTheNodeLeads(t *testing.T) {
+	nodes := newTestCluster(t, 3)
+	lead := awaitLeader(t, nodes)
+	if !lead.c.Ready() || !lead.c.Status(false).Ready || !lead.c.Report(t.Context(), false).Ready {
+		t.Fatal("the leader is not ready")
+	}
+	for _, tn := range nodes {
+		if tn != lead && (tn.c.Ready() || tn.c.Status(false).Ready || tn.c.Report(t.Context(), false).Ready) {
+			t.Fatalf("follower %s is ready", tn.id)
+		}
+	}
+	// Raft in a term other than the one whose restart this node applied
+	// (it heard of a newer term before its leadership watch did): not
+	// ready, whatever the flag says.
+	term := lead.c.readyTerm.Load()
+	lead.c.readyTerm.Store(term - 1)
+	if lead.c.Status(false).Ready || lead.c.Ready() {
+		t.Fatal("a leader of another term than its restart's is ready")
+	}
+	lead.c.readyTerm.Store(term)
+	for _, tn := range nodes {
+		if tn != lead {
+			tn.stop()
+		}
+	}
+	// A confirmation may still come from an answer the followers sent
+	// before they stopped; none comes after, and raft steps down.
+	eventually(t, "the leader without a quorum is not ready", func() bool { return !lead.c.Ready() })
+	if lead.c.Report(t.Context(), false).Ready {
+		t.Fatal("GET /cluster would show a leader without a quorum ready")
+	}
+}

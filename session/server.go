@@ -48,6 +48,13 @@ type Config struct {
 	// clamp what it asks for. Zero means DefaultTTL (10 s), DefaultMinTTL
 	// (1 s) and DefaultMaxTTL (5 min).
 	TTL, MinTTL, MaxTTL time.Duration
+	// MaxKeepalive, when set, caps the keepalive_ms that WELCOME gives
+	// (a third of the TTL otherwise). A node of a cluster sets it to two
+	// election timeouts: a client takes a node that answers nothing for
+	// its keepalive plus a margin for dead and looks for the leader
+	// elsewhere, so a frozen leader is left about as soon as another is
+	// elected, whatever the TTL.
+	MaxKeepalive time.Duration
 	// LockDelay is the lock-delay of an acquire that names none; at most
 	// mutex.MaxLockDelay. Zero: none.
 	LockDelay time.Duration
@@ -732,7 +739,11 @@ func (c *conn) welcomeFields(fb *frameBuilder, id uint64, secret []byte, ttl tim
 	fb.u64(TagSession, id)
 	fb.bytes(TagSecret, secret)
 	fb.u32(TagTTL, millis(int64(ttl)))
-	fb.u32(TagKeepalive, millis(int64(ttl/3)))
+	keepalive := ttl / 3
+	if m := c.s.cfg.MaxKeepalive; m > 0 && keepalive > m {
+		keepalive = m
+	}
+	fb.u32(TagKeepalive, millis(int64(keepalive)))
 	fb.str(TagServer, c.s.cfg.ServerID)
 }
 

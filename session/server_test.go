@@ -673,3 +673,17 @@ func TestWatchSlowConsumerDropped(t *testing.T) {
 		t.Fatalf("a frame of id %d after the drop", f.ID)
 	}
 }
+
+// MaxKeepalive caps the keepalive WELCOME gives, and only caps it: a
+// short TTL keeps a third of itself.
+func TestMaxKeepalive(t *testing.T) {
+	e := start(t, envOptions{cfg: Config{MaxKeepalive: time.Second}})
+	for _, c := range []struct{ ttl, keepalive uint64 }{{10_000, 1000}, {3000, 1000}, {1500, 500}} {
+		cl := e.dial(t)
+		cl.send(TypeHello, func(fb *frameBuilder) { fb.str(TagName, "svc") }, ttl(uint32(c.ttl)))
+		w := cl.expect(TypeWelcome)
+		if got, _ := w.Uint(TagKeepalive); got != c.keepalive {
+			t.Errorf("TTL %d ms: keepalive_ms %d, want %d", c.ttl, got, c.keepalive)
+		}
+	}
+}

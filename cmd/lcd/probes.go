@@ -30,7 +30,9 @@ func handleProbes(mux *http.ServeMux, cl *cluster.Cluster) {
 			fmt.Fprintln(w, "ready")
 			return
 		}
-		ready, why := clusterReady(cl.Status(false))
+		st := cl.Status(false)
+		st.Ready = st.Ready && cl.Ready() // a leader that knows it leads
+		ready, why := clusterReady(st)
 		if !ready {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}

@@ -100,8 +100,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := metrics.Register(reg, node); err != nil {
 		return &exitError{code: exitRuntime, err: fmt.Errorf("register metrics: %w", err)}
 	}
+	var maxKeepalive time.Duration
+	if cfg.Cluster != nil {
+		// Clients leave a frozen leader about as soon as another is elected.
+		maxKeepalive = 2 * cfg.Cluster.ElectionTimeout
+	}
 	sessionSrv, err = session.NewServer(node, session.Config{
 		TTL: cfg.SessionTTL, MinTTL: cfg.SessionTTLMin, MaxTTL: cfg.SessionTTLMax, LockDelay: cfg.LockDelay,
+		MaxKeepalive:  maxKeepalive,
 		HeaderTimeout: cfg.HeaderTimeout, ServerID: serverID(), Logger: log,
 		Tokens: sec.tokens(), Rates: sec.rates, SourceFromCert: tr.fromCert,
 	})
