@@ -511,6 +511,24 @@ func (n *Node) Resume(id uint64, secretHash [SecretHashLen]byte, account, remote
 	return l
 }
 
+// SessionRoute returns the route attached to session id, for a caller
+// that must settle with it before a Resume (say, stop the connection it
+// delivers to): it checks secretHash and account as Resume does, and
+// reports false where Resume would fail. It changes nothing.
+func (n *Node) SessionRoute(id uint64, secretHash [SecretHashLen]byte, account string) (Route, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l := n.lives[id]
+	if l == nil || n.rep != nil && !n.leader {
+		return nil, false
+	}
+	s := n.t.sessions[id]
+	if s == nil || subtle.ConstantTimeCompare(s.secret[:], secretHash[:]) != 1 || account != "" && s.account.Value() != account {
+		return nil, false
+	}
+	return l.route, true
+}
+
 // SessionAccount returns the account session id was opened with, and
 // false when there is no such session.
 func (n *Node) SessionAccount(id uint64) (string, bool) {

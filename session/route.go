@@ -46,6 +46,13 @@ type sess struct {
 	closing  bool   // close the connection once everything is written
 }
 
+// attached returns the connection attached to s, nil when none is.
+func (s *sess) attached() *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn
+}
+
 // Deliver queues o. It is called with the node's lock held. The result
 // of an acquire that parked is dropped: no frame answers it (its grant
 // comes later, as an event), and an item is large.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -374,6 +375,8 @@ func (c *conn) begin(got []byte) *reader {
 // leave in one write, and reports whether the connection goes on and how
 // many of the frames were PINGs and how many others.
 func (c *conn) batch(r *reader) (ok bool, pings, others int) {
+	c.handling.Lock()
+	defer c.handling.Unlock()
 	c.sess.beginBatch()
 	for {
 		err := r.parse(&r.f)
@@ -390,6 +393,14 @@ func (c *conn) batch(r *reader) (ok bool, pings, others int) {
 			pings++
 		} else {
 			others++
+			if c.taken.Load() {
+				// Another connection resumed the session: this request
+				// and the rest never arrived, and the client sends them
+				// again there. (A PING changes nothing: the connection
+				// goes on to be closed as any other.)
+				c.sess.endBatch()
+				return false, pings, others
+			}
 		}
 		if !c.handle(&r.f) {
 			c.sess.endBatch()
@@ -508,6 +519,12 @@ type conn struct {
 	pollBusy    bool   // the poller is reading or answering it
 	closeWanted bool   // closed: it parks no more (the poller ends it if busy with it)
 
+	// handling is held while the connection's frames are handled (batch);
+	// taken, once set, stops the handling of any frame after: a RESUME on
+	// another connection takes the session over (conn.stop).
+	handling sync.Mutex
+	taken    atomic.Bool
+
 	wmu     sync.Mutex
 	now     serve.NowWriter // writes without waiting
 	wbuf    []byte          // written by the drainer
@@ -624,6 +641,14 @@ func (c *conn) flushThenSend(b []byte) {
 		c.sess.Flush()
 	}
 	c.send(b)
+}
+
+// stop ends the handling of c's frames, once the frame being handled now,
+// if any, is done: the session is resumed on another connection.
+func (c *conn) stop() {
+	c.taken.Store(true)
+	c.handling.Lock()
+	c.handling.Unlock() //nolint:staticcheck // waits for the batch in progress
 }
 
 // detach leaves the session without a connection, for its resume.
@@ -783,9 +808,20 @@ func (c *conn) resume(f *Frame) bool {
 	if c.s.cfg.Tokens != nil || c.s.cfg.SourceFromCert {
 		bound = account
 	}
+	hash := sha256.Sum256(secret)
+	// The connection the session has now may be handling a request this
+	// very moment: let it finish, and handle nothing after, before the
+	// WELCOME says what the session holds and which requests applied.
+	if route, ok := c.s.node.SessionRoute(id, hash, bound); ok {
+		if s, _ := route.(*sess); s != nil {
+			if old := s.attached(); old != nil && old != c {
+				old.stop()
+			}
+		}
+	}
 	var s *sess
 	var old *conn
-	live := c.s.node.Resume(id, sha256.Sum256(secret), bound, c.remote, func(st mutex.SessionState, route mutex.Route, missed []mutex.Output) mutex.Route {
+	live := c.s.node.Resume(id, hash, bound, c.remote, func(st mutex.SessionState, route mutex.Route, missed []mutex.Output) mutex.Route {
 		s, _ = route.(*sess)
 		if s == nil {
 			s = &sess{srv: c.s, id: id, name: st.Name}
