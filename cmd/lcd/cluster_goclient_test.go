@@ -208,19 +208,8 @@ func TestClusterGoClientFrozenLeader(t *testing.T) {
 		hs = append(hs, held{s, l, s.TTL().String()})
 	}
 
-	p := lc.nodes[lead].p.cmd.Process
-	if err := p.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	thaw := lc.freeze(lead)
 	frozenAt := time.Now()
-	thawed := false
-	thaw := func() {
-		if !thawed {
-			thawed = true
-			p.Signal(syscall.SIGCONT)
-		}
-	}
-	defer thaw()
 	next, ok := lc.leader(rest, 30*time.Second)
 	if !ok {
 		t.Fatalf("no leader while %s is frozen:\n%s", lc.nodes[lead].id, lc.logs())

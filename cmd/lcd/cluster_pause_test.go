@@ -3,6 +3,7 @@ package main
 import (
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +28,19 @@ func (lc *lcdCluster) pause(i int, d time.Duration) {
 	}
 	defer p.Signal(syscall.SIGCONT)
 	time.Sleep(d) // the fault itself: how long the process stays frozen
+}
+
+// freeze stops node i with SIGSTOP until thaw, which sends SIGCONT; thaw
+// may be called more than once, and the test's cleanup calls it, before
+// the node is killed.
+func (lc *lcdCluster) freeze(i int) (thaw func()) {
+	p := lc.nodes[i].p.cmd.Process
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		lc.t.Fatalf("SIGSTOP %s: %v", lc.nodes[i].id, err)
+	}
+	thaw = sync.OnceFunc(func() { p.Signal(syscall.SIGCONT) })
+	lc.t.Cleanup(thaw)
+	return thaw
 }
 
 // agreedLeader returns the index of the node that every node names as
