@@ -288,7 +288,12 @@ func (lc *lcdCluster) stop(i int) {
 	case <-time.After(stopWithin):
 		p.cmd.Process.Signal(syscall.SIGQUIT)
 		<-p.exited
-		lc.t.Errorf("%s had not exited %v after SIGTERM:\n%s", lc.nodes[i].id, stopWithin, lastLines(p.log.String(), 600))
+		// The whole log, goroutines and all, is kept: the last lines
+		// alone may not reach the goroutine that held the stop up.
+		full := filepath.Join(os.TempDir(), fmt.Sprintf("lcd-%s-stuck-%d.log", lc.nodes[i].id, time.Now().UnixNano()))
+		os.WriteFile(full, []byte(p.log.String()), 0o644)
+		lc.t.Errorf("%s had not exited %v after SIGTERM (its whole log: %s):\n%s", lc.nodes[i].id, stopWithin, full,
+			lastLines(p.log.String(), 600))
 		return
 	}
 	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
