@@ -62,15 +62,16 @@ const logCacheSize = 512
 // it. New, then mutex.NewNode with the Cluster as its Replicator, then
 // Start; Close at the end.
 type Cluster struct {
-	cfg   Config
-	log   *slog.Logger
-	node  *mutex.Node
-	fsm   *fsm
-	raft  *raft.Raft
-	store logStore
-	logs  *raft.LogCache // over store
-	trans *raft.NetworkTransport
-	guard *termGuard // over trans: what raft is given (transport.go)
+	cfg    Config
+	log    *slog.Logger
+	node   *mutex.Node
+	fsm    *fsm
+	raft   *raft.Raft
+	store  logStore
+	logs   *raft.LogCache // over store
+	trans  *raft.NetworkTransport
+	stream *tcpStream // trans's
+	guard  *termGuard // over trans: what raft is given (transport.go)
 	// raftAddr is the address the raft port listens on.
 	raftAddr net.Addr
 	stats    *stats // the collector's figures (stats.go)
@@ -178,6 +179,9 @@ func (c *Cluster) Start(n *mutex.Node) (err error) {
 	if c.store, discard, err = openLogStore(c.cfg.LogStore, c.cfg.Dir, hl); err != nil {
 		return err
 	}
+	if c.cfg.LogStore == LogStoreWAL {
+		c.log.Warn(msgWALDefect, slog.String(logDir, c.cfg.Dir))
+	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(c.cfg.Dir, DefaultRetainSnapshots, hl.Named("snapshots"))
 	if err != nil {
 		return fmt.Errorf("cluster: snapshots in %s: %w", c.cfg.Dir, err)
@@ -187,8 +191,9 @@ func (c *Cluster) Start(n *mutex.Node) (err error) {
 	if c.cfg.TLS != nil {
 		serverTLS = c.cfg.TLS.Server()
 	}
+	c.stream = newTCPStream(ln, advertised(c.cfg.RaftAdvertise), c.dialRaft, c.serveControl, serverTLS, c.log)
 	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: newTCPStream(ln, advertised(c.cfg.RaftAdvertise), c.dialRaft, c.serveControl, serverTLS, c.log),
+		Stream: c.stream,
 		Logger: hl.Named("transport"), MaxPool: transportPool, Timeout: transportTimeout})
 	rc := c.raftConfig(hl)
 	existing, err := raft.HasExistingState(c.store, c.store, snaps)
@@ -285,7 +290,9 @@ func (c *Cluster) Close() error {
 				c.log.Info("leadership not handed over before stopping", slog.Any(logError, err))
 			}
 		}
-		err := c.raft.Shutdown().Error()
+		f := c.raft.Shutdown()
+		c.stream.cutDialled() // nothing of raft's waits on a peer now (cutDialled)
+		err := f.Error()
 		<-c.done
 		c.wg.Wait()
 		c.closeErr = errors.Join(err, c.release())
@@ -745,6 +752,12 @@ func (c *Cluster) Err() error {
 		return nil
 	}
 }
+
+// msgWALDefect is the warning of a node on the WAL store: raft-wal
+// v0.4.0 cannot read back, after a restart, a log whose tail raft cut
+// (hashicorp/raft-wal issue #31; docs/ha.md, Raft log store).
+const msgWALDefect = "RAFT_LOG_STORE=wal: raft-wal v0.4.0 cannot read back, after a restart, a log whose tail raft cut " +
+	"(upstream issue #31, fixed in no release yet); run production clusters on boltdb (docs/ha.md)"
 
 // ErrDamagedLog: the raft log in Config.Dir cannot be read back (Start).
 var ErrDamagedLog = errors.New("the raft log cannot be read back")

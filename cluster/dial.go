@@ -42,6 +42,12 @@ type tcpStream struct {
 	tls     *tls.Config // nil: plain TCP
 	log     *slog.Logger
 
+	// dialled are the connections Dial made that are still open; once cut
+	// is set, Dial dials no more (cutDialled).
+	dmu     sync.Mutex
+	dialled map[*dialledConn]struct{}
+	cut     bool
+
 	group     serve.Group
 	conns     chan net.Conn
 	quit      chan struct{}
@@ -150,9 +156,69 @@ func (s *tcpStream) Addr() net.Addr { return s.advertise }
 // Dial dials a peer's raft port, at its Config.Dial address when it has
 // one, within timeout (with TLS, the handshake included).
 func (s *tcpStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	s.dmu.Lock()
+	cut := s.cut
+	s.dmu.Unlock()
+	if cut {
+		return nil, net.ErrClosed
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return s.dial(ctx, addr)
+	c, err := s.dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	dc := &dialledConn{Conn: c, s: s}
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	if s.cut {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	if s.dialled == nil {
+		s.dialled = make(map[*dialledConn]struct{})
+	}
+	s.dialled[dc] = struct{}{}
+	return dc, nil
+}
+
+// cutDialled closes every connection Dial made, and makes Dial refuse
+// from now on: a node that stops cuts its RPCs to the other nodes, so that
+// none of raft's goroutines waits on a peer that no longer answers.
+//
+// hashicorp/raft v1.8.0's pipeline of appends to a follower can block for
+// good: when the follower's side of the connection ends (its process
+// gone behind a proxy or middlebox that passes the end of stream on but
+// keeps taking bytes), the pipeline's reader fails every outstanding
+// append at once, the goroutine that consumes those failures stops at the
+// first, and the sender then waits for room that never comes. raft's
+// Shutdown waits for that sender, and the node never exited. Closing the
+// connection wakes both.
+func (s *tcpStream) cutDialled() {
+	s.dmu.Lock()
+	s.cut = true
+	conns := make([]*dialledConn, 0, len(s.dialled))
+	for c := range s.dialled {
+		conns = append(conns, c)
+	}
+	clear(s.dialled)
+	s.dmu.Unlock()
+	for _, c := range conns {
+		c.Conn.Close()
+	}
+}
+
+// dialledConn is a connection Dial made, forgotten when it closes.
+type dialledConn struct {
+	net.Conn
+	s *tcpStream
+}
+
+func (c *dialledConn) Close() error {
+	c.s.dmu.Lock()
+	delete(c.s.dialled, c)
+	c.s.dmu.Unlock()
+	return c.Conn.Close()
 }
 
 // peekedConn is a connection whose first bytes were read into r.
