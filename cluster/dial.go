@@ -184,16 +184,10 @@ func (s *tcpStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Co
 
 // cutDialled closes every connection Dial made, and makes Dial refuse
 // from now on: a node that stops cuts its RPCs to the other nodes, so that
-// none of raft's goroutines waits on a peer that no longer answers.
-//
-// hashicorp/raft v1.8.0's pipeline of appends to a follower can block for
-// good: when the follower's side of the connection ends (its process
-// gone behind a proxy or middlebox that passes the end of stream on but
-// keeps taking bytes), the pipeline's reader fails every outstanding
-// append at once, the goroutine that consumes those failures stops at the
-// first, and the sender then waits for room that never comes. raft's
-// Shutdown waits for that sender, and the node never exited. Closing the
-// connection wakes both.
+// none of raft's goroutines waits out its transport timeout (10 s for
+// each append in flight) on a peer that takes bytes and answers nothing,
+// a host gone or a partition. raft's Shutdown waits for those goroutines.
+// (A pipeline whose answers raft no longer reads is drainedPipeline's.)
 func (s *tcpStream) cutDialled() {
 	s.dmu.Lock()
 	s.cut = true

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -22,6 +23,9 @@ import (
 // leader on (index, term) of the last one and keeps them, and the
 // replicas diverge for good. Upstream: hashicorp/raft issue #695, with a
 // fix proposed in pull request #701, neither released in v1.8.0.
+//
+// The guard also wraps the pipelines of appends it hands raft, so that
+// one raft no longer reads cannot block for good (drainedPipeline).
 //
 // termGuard passes a heartbeat to the fast path only when the node is a
 // follower and the heartbeat carries the node's current term: then it can
@@ -122,6 +126,100 @@ func (g *termGuard) fastPathSafe(rpc raft.RPC) bool {
 		return false
 	}
 	return (*r).State() == raft.Follower && req.Term == (*r).CurrentTerm()
+}
+
+// AppendEntriesPipeline implements raft.Transport: the wrapped
+// transport's pipeline, whose answers keep flowing once raft stops
+// reading them (drainedPipeline).
+func (g *termGuard) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	p, err := g.Transport.AppendEntriesPipeline(id, target)
+	if err != nil {
+		return nil, err
+	}
+	return newDrainedPipeline(p), nil
+}
+
+// errPipelineEnded: raft stopped reading the pipeline's answers; it must
+// send no more on it.
+var errPipelineEnded = errors.New("cluster: the append pipeline ended")
+
+// drainedPipeline is a raft.AppendPipeline whose answers are read on, and
+// dropped, after raft's reader of them has stopped.
+//
+// hashicorp/raft v1.8.0 reads a pipeline's answers in pipelineDecode,
+// which returns at the first failed append (an error, a refusal, a newer
+// term), while the loop that sends on the pipeline notices that only at
+// its next turn. NetworkTransport's pipeline answers every append still in
+// flight when the connection fails, each as a failure, into a buffer of
+// 128 that nobody reads any more, and its sender then blocks for good
+// once its own buffer of 128 requests is full: the replication to that
+// follower stops, and raft's Shutdown, which waits for it, never returns
+// (the last node of a soak did not exit a minute after SIGTERM). The
+// wrapper keeps reading the answers, hands raft each until one that ends
+// raft's reader, drops the rest, and refuses further appends, so the
+// sender's loop ends and closes the pipeline as raft means it to.
+type drainedPipeline struct {
+	raft.AppendPipeline
+	out    chan raft.AppendFuture
+	ended  atomic.Bool // raft has read an answer that ends its reader
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newDrainedPipeline(p raft.AppendPipeline) *drainedPipeline {
+	d := &drainedPipeline{AppendPipeline: p, out: make(chan raft.AppendFuture), closed: make(chan struct{})}
+	go d.pass(p.Consumer())
+	return d
+}
+
+// pass hands raft the answers from in until one ends raft's reader, and
+// drops those after it, until the pipeline closes.
+func (d *drainedPipeline) pass(in <-chan raft.AppendFuture) {
+	for {
+		select {
+		case f := <-in:
+			if d.ended.Load() {
+				continue
+			}
+			select {
+			case d.out <- f:
+			case <-d.closed:
+				return
+			}
+			if endsDecoder(f) {
+				d.ended.Store(true)
+			}
+		case <-d.closed:
+			return
+		}
+	}
+}
+
+// endsDecoder reports whether f, an answered append, makes raft's
+// pipelineDecode return: a failure (its response then stays zero), a
+// refusal, or a newer term.
+func endsDecoder(f raft.AppendFuture) bool {
+	f.Error()
+	resp := f.Response()
+	return resp == nil || !resp.Success || resp.Term > f.Request().Term
+}
+
+// AppendEntries implements raft.AppendPipeline; it refuses once raft has
+// stopped reading answers.
+func (d *drainedPipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	if d.ended.Load() {
+		return nil, errPipelineEnded
+	}
+	return d.AppendPipeline.AppendEntries(args, resp)
+}
+
+// Consumer implements raft.AppendPipeline.
+func (d *drainedPipeline) Consumer() <-chan raft.AppendFuture { return d.out }
+
+// Close implements raft.AppendPipeline.
+func (d *drainedPipeline) Close() error {
+	d.once.Do(func() { close(d.closed) })
+	return d.AppendPipeline.Close()
 }
 
 // RequestPreVote implements raft.WithPreVote when the wrapped transport

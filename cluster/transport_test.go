@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -223,3 +224,77 @@ type fixedState struct {
 
 func (f fixedState) State() raft.RaftState { return f.state }
 func (f fixedState) CurrentTerm() uint64   { return f.term }
+
+// stuckPipeline is NetworkTransport's pipeline in miniature: answers go
+// into a buffer of two, and AppendEntries blocks while it is full.
+type stuckPipeline struct {
+	done   chan raft.AppendFuture
+	closed chan struct{}
+}
+
+// failedAppend is an append whose connection failed: answered with an
+// error, its response left zero.
+type failedAppend struct{ req *raft.AppendEntriesRequest }
+
+func (f failedAppend) Error() error                          { return io.ErrUnexpectedEOF }
+func (f failedAppend) Start() time.Time                      { return time.Time{} }
+func (f failedAppend) Request() *raft.AppendEntriesRequest   { return f.req }
+func (f failedAppend) Response() *raft.AppendEntriesResponse { return &raft.AppendEntriesResponse{} }
+
+func (p *stuckPipeline) AppendEntries(args *raft.AppendEntriesRequest, _ *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	f := failedAppend{args}
+	select {
+	case p.done <- f:
+		return f, nil
+	case <-p.closed:
+		return nil, raft.ErrPipelineShutdown
+	}
+}
+func (p *stuckPipeline) Consumer() <-chan raft.AppendFuture { return p.done }
+func (p *stuckPipeline) Close() error                       { close(p.closed); return nil }
+
+// Raft reads a pipeline's answers until the first failure and then stops;
+// its sender goes on sending until its next turn. Through the wrapper the
+// answers are read on, so no send blocks, and once raft has read the
+// failure every further send is refused, which ends the sender's loop.
+// (Straight on the miniature pipeline the third send blocks for good.)
+func TestDrainedPipeline(t *testing.T) {
+	inner := &stuckPipeline{done: make(chan raft.AppendFuture, 2), closed: make(chan struct{})}
+	p := newDrainedPipeline(inner)
+	defer p.Close()
+	if _, err := p.AppendEntries(&raft.AppendEntriesRequest{Term: 3}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// raft's reader: one answer, a failure, and it returns.
+	if f := <-p.Consumer(); !endsDecoder(f) {
+		t.Fatal("a failed append does not end raft's reader")
+	}
+	// The sender's next turns: none blocks, and the pipeline refuses soon.
+	refused := false
+	for range 10 {
+		if _, err := p.AppendEntries(&raft.AppendEntriesRequest{Term: 3}, nil); errors.Is(err, errPipelineEnded) {
+			refused = true
+			break
+		}
+	}
+	if !refused {
+		t.Fatal("the pipeline still takes appends after raft stopped reading its answers")
+	}
+	ok := &raft.AppendEntriesResponse{Term: 3, Success: true}
+	if endsDecoder(answered{failedAppend{&raft.AppendEntriesRequest{Term: 3}}, ok}) {
+		t.Fatal("a successful append ends raft's reader")
+	}
+	newer := &raft.AppendEntriesResponse{Term: 4, Success: true}
+	if !endsDecoder(answered{failedAppend{&raft.AppendEntriesRequest{Term: 3}}, newer}) {
+		t.Fatal("an answer of a newer term does not end raft's reader")
+	}
+}
+
+// answered is an append answered with resp.
+type answered struct {
+	failedAppend
+	resp *raft.AppendEntriesResponse
+}
+
+func (a answered) Error() error                          { return nil }
+func (a answered) Response() *raft.AppendEntriesResponse { return a.resp }
