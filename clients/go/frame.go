@@ -43,6 +43,7 @@ const (
 	frameInfo    byte = 0x86
 	frameGoodbye byte = 0x87
 	frameEvent   byte = 0x88
+	frameMore    byte = 0x89
 )
 
 // Field tags.
@@ -76,6 +77,7 @@ const (
 	tagLeader     byte = 0x1B
 	tagEvent      byte = 0x1C
 	tagAt         byte = 0x1D
+	tagMore       byte = 0x1E
 	tagHeld       byte = 0x20
 	tagParked     byte = 0x21
 	tagHolder     byte = 0x22
@@ -90,7 +92,7 @@ var fixedSize = [256]uint8{
 	tagTTL: 4, tagSession: 8, tagSecret: secretLen, tagToken: 8, tagWait: 4, tagLease: 4, tagDelay: 4,
 	tagTarget: 8, tagCode: 1, tagQueue: 4, tagApplied: 8, tagLeft: 4, tagHeldFor: 4, tagKeepalive: 4,
 	tagRequest: 8, tagMode: 1, tagLimit: 4, tagPriority: 4, tagReentrant: 1, tagCount: 4,
-	tagEvent: 1, tagAt: 8,
+	tagEvent: 1, tagAt: 8, tagMore: 1,
 }
 
 // Codes: why a request was refused, a lock lost or a connection ended.

@@ -113,14 +113,14 @@ func TestSessionVectorNames(t *testing.T) {
 		"release": frameRelease, "renew": frameRenew, "cancel": frameCancel, "describe": frameDescribe,
 		"ping": framePing, "close": frameClose, "watch": frameWatch, "welcome": frameWelcome,
 		"granted": frameGranted, "ok": frameOK, "refused": frameRefused, "lost": frameLost, "info": frameInfo,
-		"goodbye": frameGoodbye, "event": frameEvent}
+		"goodbye": frameGoodbye, "event": frameEvent, "more": frameMore}
 	tags := map[string]byte{"key": tagKey, "name": tagName, "ttl_ms": tagTTL, "credential": tagCredential,
 		"session": tagSession, "secret": tagSecret, "token": tagToken, "wait_ms": tagWait, "lease_ms": tagLease,
 		"delay_ms": tagDelay, "target": tagTarget, "server": tagServer, "code": tagCode, "message": tagMessage,
 		"queue": tagQueue, "applied": tagApplied, "left_ms": tagLeft, "held_ms": tagHeldFor,
 		"keepalive_ms": tagKeepalive, "request": tagRequest, "mode": tagMode, "limit": tagLimit,
 		"priority": tagPriority, "reentrant": tagReentrant, "owner": tagOwner, "count": tagCount, "leader": tagLeader,
-		"event": tagEvent, "at_ms": tagAt, "held": tagHeld, "parked": tagParked, "holder": tagHolder}
+		"event": tagEvent, "at_ms": tagAt, "held": tagHeld, "parked": tagParked, "holder": tagHolder, "more": tagMore}
 	codes := map[string]byte{}
 	for c, name := range codeNames {
 		if name != "" {
