@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locking-center/locking-center/internal/nodetest"
 	"github.com/locking-center/locking-center/mutex"
 )
 
@@ -141,35 +142,14 @@ func TestResumeLongWelcome(t *testing.T) {
 	}
 }
 
-// nopRoute is a session route that drops what it is given.
-type nopRoute struct{}
-
-func (nopRoute) Deliver(mutex.Output) {}
-func (nopRoute) Flush()               {}
-
-// holdShared has n sessions of the node hold key shared, each named
-// after its number in 127 bytes, and returns their tokens.
-func holdShared(t *testing.T, n *mutex.Node, key string, count int) map[uint64]string {
-	t.Helper()
-	out := make(map[uint64]string, count)
-	for i := range count {
-		name := longKey("holder", i)
-		l, _, _ := n.OpenSession(name, 5*time.Minute, [mutex.SecretHashLen]byte{}, "", nopRoute{})
-		res, _, _ := n.ApplySession(mutex.Command{Op: mutex.OpAcquire, Session: l.ID(), Request: 1, Key: key,
-			Mode: mutex.Shared, Try: true, Source: name})
-		if res.Status != mutex.StatusGranted {
-			t.Fatalf("holder %d: %v", i, res.Status)
-		}
-		out[res.Token] = name
-	}
-	return out
-}
-
 // A key with 10,000 shared holders named in 127 bytes is described whole,
 // in several frames within the limit, and the next answer comes after.
 func TestDescribeManyHolders(t *testing.T) {
 	e := start(t, envOptions{})
-	want := holdShared(t, e.node, "wide", 10_000)
+	want, err := nodetest.SharedHolders(e.node, "wide", 10_000, func(i int) string { return longKey("holder", i) })
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := e.hello(t, "c")
 	c.acquire("wide")
 	eventually(t, "the exclusive request parked", func() bool { return parked(e.node, "wide") == 1 })
