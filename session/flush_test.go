@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"sync"
@@ -70,7 +71,7 @@ func TestDrainLeavesNoWriteDeadline(t *testing.T) {
 	c := newConn(srv, d, nil)
 	defer c.close()
 
-	big := make([]byte, 16<<20) // more than both sockets' buffers hold
+	big := bytes.Repeat(okFrame(nil, 1), 16<<20/(4+frameHeader)) // more than both sockets' buffers hold
 	c.send(big)
 	c.wmu.Lock()
 	draining := c.drainer

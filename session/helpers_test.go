@@ -6,10 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -27,7 +29,22 @@ func TestMain(m *testing.M) {
 		runChild(args)
 		return
 	}
+	check := checkFrames
+	sendHook.Store(&check)
 	goleak.VerifyTestMain(m)
+}
+
+// checkFrames stops the tests at the first frame the server would write
+// that its own decoder refuses: one over the length limit, say.
+func checkFrames(b []byte) {
+	var f Frame
+	for len(b) > 0 {
+		n, err := ParseFrame(b, &f)
+		if err != nil {
+			panic(fmt.Sprintf("the server writes a frame it would refuse (%v): %.64x", err, b))
+		}
+		b = b[n:]
+	}
 }
 
 // clock is a node clock a test moves by hand.
@@ -265,6 +282,31 @@ func (c *client) read() Frame {
 		out.Fields = append(out.Fields, Field{Tag: fl.Tag, Value: append([]byte(nil), fl.Value...)})
 	}
 	return out
+}
+
+// answer reads the next answer whole: a frame, and when it says more, the
+// MORE frames that follow it, their list items joined to its fields. It
+// fails when any other frame comes between them.
+func (c *client) answer() (f Frame, frames int) {
+	c.t.Helper()
+	f = c.read()
+	for frames = 1; ; frames++ {
+		more, _ := f.Uint(TagMore)
+		f.Fields = slices.DeleteFunc(f.Fields, func(fl Field) bool { return fl.Tag == TagMore })
+		if more == 0 {
+			return f, frames
+		}
+		next := c.read()
+		if next.Type != TypeMore || next.ID != f.ID {
+			c.t.Fatalf("frame %#02x id %d inside the answer to %d", uint8(next.Type), next.ID, f.ID)
+		}
+		for _, fl := range next.Fields {
+			if !listTag(fl.Tag) && fl.Tag != TagMore {
+				c.t.Fatalf("MORE with field %#02x", uint8(fl.Tag))
+			}
+		}
+		f.Fields = append(f.Fields, next.Fields...)
+	}
 }
 
 // expect reads the next frame and fails unless it is of type t.

@@ -93,10 +93,16 @@ func (s *sess) queueBounded(it item, limit int) bool {
 // queueRaw adds a frame already encoded to what is owed. (Deliver and
 // queueRaw fill the item in place: an item is large, and a copy of it on
 // the stack of the connection's goroutine would grow that stack.)
-func (s *sess) queueRaw(raw []byte) {
+func (s *sess) queueRaw(raw []byte) { s.queueRaws([][]byte{raw}) }
+
+// queueRaws adds frames already encoded to what is owed, one after
+// another: nothing queued meanwhile comes between them.
+func (s *sess) queueRaws(raws [][]byte) {
 	s.mu.Lock()
-	s.items = append(s.items, item{})
-	s.items[len(s.items)-1].raw = raw
+	for _, raw := range raws {
+		s.items = append(s.items, item{})
+		s.items[len(s.items)-1].raw = raw
+	}
 	s.mu.Unlock()
 }
 

@@ -554,6 +554,9 @@ func (c *conn) sendFrames(b []byte, frames int) {
 	if len(b) == 0 {
 		return
 	}
+	if h := sendHook.Load(); h != nil {
+		(*h)(b)
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.dead {
@@ -581,6 +584,10 @@ func (c *conn) sendFrames(b []byte, frames int) {
 		c.close()
 	}
 }
+
+// sendHook, when set (tests), sees every frame the server writes, before
+// it is written.
+var sendHook atomic.Pointer[func([]byte)]
 
 // backlog returns how many frames sent to c have not reached its socket.
 func (c *conn) backlog() int {
@@ -772,6 +779,34 @@ func (c *conn) welcomeFields(fb *frameBuilder, id uint64, secret []byte, ttl tim
 	fb.str(TagServer, c.s.cfg.ServerID)
 }
 
+// welcome returns the frames of the WELCOME of a resume, answering
+// request id: a WELCOME, and MORE frames when its lists do not fit in it.
+func (c *conn) welcome(request, id uint64, secret []byte, st mutex.SessionState) [][]byte {
+	a := newListAnswer(nil, TypeWelcome, request)
+	c.welcomeFields(&a.head, id, secret, st.TTL)
+	a.head.u64(TagApplied, st.Applied)
+	fb := &a.items
+	for _, h := range st.Held {
+		at := a.item(TagHeld)
+		fb.str(TagKey, h.Key)
+		fb.u64(TagToken, h.Token)
+		fb.u64(TagRequest, h.Request)
+		fb.u8(TagMode, uint8(h.Mode))
+		fb.u32(TagCount, h.Count)
+		if h.Leased {
+			fb.u32(TagLeft, millis(int64(h.LeaseLeft)))
+		}
+		a.endItem(at)
+	}
+	for _, p := range st.Parked {
+		at := a.item(TagParked)
+		fb.str(TagKey, p.Key)
+		fb.u64(TagRequest, p.Request)
+		a.endItem(at)
+	}
+	return a.frames()
+}
+
 func (c *conn) resume(f *Frame) bool {
 	id, okID := f.Uint(TagSession)
 	secret, okSecret := f.Get(TagSecret)
@@ -827,31 +862,13 @@ func (c *conn) resume(f *Frame) bool {
 			s = &sess{srv: c.s, id: id, name: st.Name}
 		}
 		s.principal, s.account = principal, account
-		fb := begin(nil, TypeWelcome, f.ID)
-		c.welcomeFields(&fb, id, secret, st.TTL)
-		fb.u64(TagApplied, st.Applied)
-		for _, h := range st.Held {
-			at := fb.list(TagHeld)
-			fb.str(TagKey, h.Key)
-			fb.u64(TagToken, h.Token)
-			fb.u64(TagRequest, h.Request)
-			fb.u8(TagMode, uint8(h.Mode))
-			fb.u32(TagCount, h.Count)
-			if h.Leased {
-				fb.u32(TagLeft, millis(int64(h.LeaseLeft)))
-			}
-			fb.endList(at)
-		}
-		for _, p := range st.Parked {
-			at := fb.list(TagParked)
-			fb.str(TagKey, p.Key)
-			fb.u64(TagRequest, p.Request)
-			fb.endList(at)
-		}
+		welcome := c.welcome(f.ID, id, secret, st)
 		s.mu.Lock()
 		old, s.conn = s.conn, c
-		items := make([]item, 0, 1+len(missed)+len(s.items))
-		items = append(items, item{raw: fb.end()})
+		items := make([]item, 0, len(welcome)+len(missed)+len(s.items))
+		for _, w := range welcome {
+			items = append(items, item{raw: w})
+		}
 		for _, o := range missed {
 			items = append(items, item{out: o})
 		}
@@ -1095,7 +1112,7 @@ func (c *conn) describe(f *Frame) bool {
 		c.flushThenSend(c.s.notLeader())
 		return false
 	}
-	s.queueRaw(info(nil, f.ID, c.s.node.Describe(string(key)), c.s.node.Now()))
+	s.queueRaws(info(f.ID, c.s.node.Describe(string(key)), c.s.node.Now()))
 	return true
 }
 
@@ -1154,16 +1171,18 @@ func okFrame(b []byte, id uint64) []byte {
 	return fb.end()
 }
 
-// info appends the INFO frame of k, read at now, answering id.
-func info(b []byte, id uint64, k mutex.KeyInfo, now time.Time) []byte {
-	fb := begin(b, TypeInfo, id)
-	fb.str(TagKey, k.Key)
-	fb.u32(TagQueue, uint32(k.Queue))
+// info returns the frames of the INFO of k, read at now, answering id: an
+// INFO, and MORE frames when its holders do not fit in it.
+func info(id uint64, k mutex.KeyInfo, now time.Time) [][]byte {
+	a := newListAnswer(nil, TypeInfo, id)
+	a.head.str(TagKey, k.Key)
+	a.head.u32(TagQueue, uint32(k.Queue))
 	if k.DelayLeft > 0 {
-		fb.u32(TagLeft, millis(int64(k.DelayLeft)))
+		a.head.u32(TagLeft, millis(int64(k.DelayLeft)))
 	}
+	fb := &a.items
 	for _, h := range k.Holders {
-		at := fb.list(TagHolder)
+		at := a.item(TagHolder)
 		fb.u64(TagToken, h.Token)
 		fb.str(TagName, h.Source)
 		fb.u64(TagSession, h.Session)
@@ -1173,7 +1192,7 @@ func info(b []byte, id uint64, k mutex.KeyInfo, now time.Time) []byte {
 		if h.Leased {
 			fb.u32(TagLeft, millis(int64(h.LeaseLeft)))
 		}
-		fb.endList(at)
+		a.endItem(at)
 	}
-	return fb.end()
+	return a.frames()
 }

@@ -101,6 +101,19 @@ func vectors() []vectorFrame {
 			str(TagLeader, "10.0.0.2:22119")}},
 		{"event", TypeEvent, 12, []f{u8(TagEvent, 1), str(TagKey, "jobs/nightly"), u64(TagToken, 12),
 			u64(TagSession, 42), str(TagName, "cron-1"), u64(TagAt, 1796000000123)}},
+		{"welcome of a resume, the first of three frames", TypeWelcome, 1, []f{u64(TagSession, 42), raw(TagSecret, secret),
+			u32(TagTTL, 10000), u32(TagKeepalive, 3334), str(TagServer, "lcd 1.0.0"), u64(TagApplied, 8),
+			list(TagHeld, str(TagKey, "jobs/nightly"), u64(TagToken, 12), u64(TagRequest, 2), u8(TagMode, 0), u32(TagCount, 1)),
+			list(TagHeld, str(TagKey, "orders/batch-7"), u64(TagToken, 13), u64(TagRequest, 4), u8(TagMode, 1), u32(TagCount, 2), u32(TagLeft, 29000)),
+			u8(TagMore, 1)}},
+		{"more of a welcome, another to come", TypeMore, 1, []f{list(TagParked, str(TagKey, "pool"), u64(TagRequest, 5)),
+			u8(TagMore, 1)}},
+		{"more of a welcome, the last", TypeMore, 1, []f{list(TagParked, str(TagKey, "queue"), u64(TagRequest, 8))}},
+		{"info, the first of two frames", TypeInfo, 9, []f{str(TagKey, "jobs/nightly"), u32(TagQueue, 0),
+			list(TagHolder, u64(TagToken, 12), str(TagName, "cron-1"), u64(TagSession, 42), u32(TagHeldFor, 1500),
+				u8(TagMode, 1), u32(TagCount, 1)), u8(TagMore, 1)}},
+		{"more of an info, the last", TypeMore, 9, []f{list(TagHolder, u64(TagToken, 14), str(TagName, "cron-2"),
+			u64(TagSession, 43), u32(TagHeldFor, 900), u8(TagMode, 1), u32(TagCount, 1))}},
 	}
 	var out []vectorFrame
 	for _, c := range cases {
@@ -130,7 +143,7 @@ func buildVectors() vectorFile {
 	for name, t := range map[string]Type{"hello": TypeHello, "resume": TypeResume, "acquire": TypeAcquire,
 		"release": TypeRelease, "renew": TypeRenew, "cancel": TypeCancel, "describe": TypeDescribe, "ping": TypePing,
 		"close": TypeClose, "watch": TypeWatch, "event": TypeEvent, "welcome": TypeWelcome, "granted": TypeGranted, "ok": TypeOK, "refused": TypeRefused,
-		"lost": TypeLost, "info": TypeInfo, "goodbye": TypeGoodbye} {
+		"lost": TypeLost, "info": TypeInfo, "goodbye": TypeGoodbye, "more": TypeMore} {
 		v.Types[name] = int(t)
 	}
 	for name, t := range map[string]Tag{"key": TagKey, "name": TagName, "ttl_ms": TagTTL, "credential": TagCredential,
@@ -139,7 +152,7 @@ func buildVectors() vectorFile {
 		"queue": TagQueue, "applied": TagApplied, "left_ms": TagLeft, "held_ms": TagHeldFor,
 		"keepalive_ms": TagKeepalive, "request": TagRequest, "mode": TagMode, "limit": TagLimit,
 		"priority": TagPriority, "reentrant": TagReentrant, "owner": TagOwner, "count": TagCount, "held": TagHeld,
-		"parked": TagParked, "holder": TagHolder, "event": TagEvent, "at_ms": TagAt, "leader": TagLeader} {
+		"parked": TagParked, "holder": TagHolder, "event": TagEvent, "at_ms": TagAt, "leader": TagLeader, "more": TagMore} {
 		v.Tags[name] = int(t)
 	}
 	for c, name := range codeNames {
@@ -192,8 +205,9 @@ func TestProtocolDocExample(t *testing.T) {
 		}
 		return strings.Join(parts, " ")
 	}
-	for _, vf := range buildVectors().Frames[:4] {
-		if vf.Name != "hello" && vf.Name != "acquire, try once" {
+	shown := map[string]bool{"hello": true, "acquire, try once": true, "more of a welcome, another to come": true}
+	for _, vf := range buildVectors().Frames {
+		if !shown[vf.Name] {
 			continue
 		}
 		b, _ := hex.DecodeString(vf.Hex)

@@ -41,6 +41,7 @@ const (
 	TypeInfo    Type = 0x86
 	TypeGoodbye Type = 0x87
 	TypeEvent   Type = 0x88
+	TypeMore    Type = 0x89
 )
 
 // Tag names a field.
@@ -77,6 +78,7 @@ const (
 	TagLeader     Tag = 0x1B
 	TagEvent      Tag = 0x1C
 	TagAt         Tag = 0x1D
+	TagMore       Tag = 0x1E
 	TagHeld       Tag = 0x20
 	TagParked     Tag = 0x21
 	TagHolder     Tag = 0x22
@@ -90,7 +92,7 @@ var fixedSize = [256]int{
 	TagTTL: 4, TagSession: 8, TagSecret: SecretLen, TagToken: 8, TagWait: 4, TagLease: 4, TagDelay: 4,
 	TagTarget: 8, TagCode: 1, TagQueue: 4, TagApplied: 8, TagLeft: 4, TagHeldFor: 4, TagKeepalive: 4,
 	TagRequest: 8, TagMode: 1, TagLimit: 4, TagPriority: 4, TagReentrant: 1, TagCount: 4,
-	TagEvent: 1, TagAt: 8,
+	TagEvent: 1, TagAt: 8, TagMore: 1,
 }
 
 // maxSize bounds the variable tags' values; 0 for the others, which
@@ -179,7 +181,7 @@ type Frame struct {
 
 // knownType reports the frame types of either direction.
 func knownType(t Type) bool {
-	return t >= TypeHello && t <= TypeWatch || t >= TypeWelcome && t <= TypeEvent
+	return t >= TypeHello && t <= TypeWatch || t >= TypeWelcome && t <= TypeMore
 }
 
 // ParseFrame decodes the frame at the start of b into f, reusing f's
@@ -340,6 +342,63 @@ func (fb *frameBuilder) end() []byte {
 	binary.BigEndian.PutUint32(fb.b[fb.start:], uint32(len(fb.b)-fb.start-4))
 	return fb.b
 }
+
+// listAnswer builds an answer with list items (a WELCOME, an INFO) that
+// may not fit in one frame: the first frame, of the answer's type, holds
+// the fields head was given; MORE frames of the same id carry the items
+// that do not fit after them (docs/protocol.md, Long answers).
+type listAnswer struct {
+	head  frameBuilder // the first frame, but for its list items
+	items frameBuilder // the items, one after another (b only)
+	ends  []int        // where each item ends in items.b
+}
+
+func newListAnswer(b []byte, t Type, id uint64) *listAnswer {
+	return &listAnswer{head: begin(b, t, id)}
+}
+
+// item starts a list item tagged t in items; close it with endItem.
+func (a *listAnswer) item(t Tag) int { return a.items.list(t) }
+
+func (a *listAnswer) endItem(at int) {
+	a.items.endList(at)
+	a.ends = append(a.ends, len(a.items.b))
+}
+
+// moreField is the size of the field `more` that every frame of a long
+// answer but its last carries.
+const moreField = 4
+
+// frames returns the frames of the answer: the first one alone, as it has
+// always been, when everything fits in it.
+func (a *listAnswer) frames() [][]byte {
+	fb, items := a.head, a.items.b
+	var out [][]byte
+	start, i := 0, 0 // the first item not placed yet, in bytes and in ends
+	for {
+		size := len(fb.b) - fb.start - 4
+		if size+len(items)-start <= MaxFrame {
+			fb.b = append(fb.b, items[start:]...)
+			return append(out, fb.end())
+		}
+		end := start
+		for i < len(a.ends) && size+a.ends[i]-start+moreField <= MaxFrame {
+			end = a.ends[i]
+			i++
+		}
+		if end == start && i < len(a.ends) { // no item is that large: never loop for ever
+			end = a.ends[i]
+			i++
+		}
+		fb.b = append(fb.b, items[start:end]...)
+		fb.u8(TagMore, 1)
+		out = append(out, fb.end())
+		fb, start = begin(nil, TypeMore, a.head.id()), end
+	}
+}
+
+// id returns the request id of the frame being built.
+func (fb *frameBuilder) id() uint64 { return binary.BigEndian.Uint64(fb.b[fb.start+5:]) }
 
 // millis converts a duration in nanoseconds to whole milliseconds,
 // rounded up and saturating at the largest u32.

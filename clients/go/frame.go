@@ -1,6 +1,7 @@
 package lockingcenter
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -43,6 +44,7 @@ const (
 	frameInfo    byte = 0x86
 	frameGoodbye byte = 0x87
 	frameEvent   byte = 0x88
+	frameMore    byte = 0x89
 )
 
 // Field tags.
@@ -76,6 +78,7 @@ const (
 	tagLeader     byte = 0x1B
 	tagEvent      byte = 0x1C
 	tagAt         byte = 0x1D
+	tagMore       byte = 0x1E
 	tagHeld       byte = 0x20
 	tagParked     byte = 0x21
 	tagHolder     byte = 0x22
@@ -90,7 +93,7 @@ var fixedSize = [256]uint8{
 	tagTTL: 4, tagSession: 8, tagSecret: secretLen, tagToken: 8, tagWait: 4, tagLease: 4, tagDelay: 4,
 	tagTarget: 8, tagCode: 1, tagQueue: 4, tagApplied: 8, tagLeft: 4, tagHeldFor: 4, tagKeepalive: 4,
 	tagRequest: 8, tagMode: 1, tagLimit: 4, tagPriority: 4, tagReentrant: 1, tagCount: 4,
-	tagEvent: 1, tagAt: 8,
+	tagEvent: 1, tagAt: 8, tagMore: 1,
 }
 
 // Codes: why a request was refused, a lock lost or a connection ended.
@@ -309,4 +312,51 @@ func (fr *frameReader) next() (*frame, error) {
 			return nil, err
 		}
 	}
+}
+
+// answer returns the next answer whole: the next frame, or, when it says
+// more (docs/protocol.md, Long answers), that frame with the fields of the
+// MORE frames that follow it, up to the last, joined to its own, without
+// the field more. A joined answer owns its bytes; a single frame aliases
+// the buffer as next's does. A GOODBYE inside an answer is returned in its
+// place. Errors: those of next, or ErrProtocol for a MORE frame that
+// continues no answer, or another frame inside one.
+func (fr *frameReader) answer() (*frame, error) {
+	f, err := fr.next()
+	if err != nil {
+		return nil, err
+	}
+	if f.typ == frameMore {
+		return nil, fmt.Errorf("%w: a MORE frame (id %d) that continues no answer", ErrProtocol, f.id)
+	}
+	if !f.more() {
+		return f, nil
+	}
+	whole := &frame{typ: f.typ, id: f.id}
+	for {
+		more := f.more()
+		for _, fl := range f.fields {
+			if fl.tag != tagMore {
+				whole.fields = append(whole.fields, field{fl.tag, bytes.Clone(fl.value)})
+			}
+		}
+		if !more {
+			return whole, nil
+		}
+		if f, err = fr.next(); err != nil {
+			return nil, err
+		}
+		if f.typ == frameGoodbye {
+			return f, nil // the connection ends: the answer never came
+		}
+		if f.typ != frameMore || f.id != whole.id {
+			return nil, fmt.Errorf("%w: frame %#02x (id %d) inside the answer to %d", ErrProtocol, f.typ, f.id, whole.id)
+		}
+	}
+}
+
+// more reports whether the answer of f goes on in a MORE frame.
+func (f *frame) more() bool {
+	v, ok := f.uint(tagMore)
+	return ok && v != 0
 }

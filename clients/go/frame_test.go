@@ -113,14 +113,14 @@ func TestSessionVectorNames(t *testing.T) {
 		"release": frameRelease, "renew": frameRenew, "cancel": frameCancel, "describe": frameDescribe,
 		"ping": framePing, "close": frameClose, "watch": frameWatch, "welcome": frameWelcome,
 		"granted": frameGranted, "ok": frameOK, "refused": frameRefused, "lost": frameLost, "info": frameInfo,
-		"goodbye": frameGoodbye, "event": frameEvent}
+		"goodbye": frameGoodbye, "event": frameEvent, "more": frameMore}
 	tags := map[string]byte{"key": tagKey, "name": tagName, "ttl_ms": tagTTL, "credential": tagCredential,
 		"session": tagSession, "secret": tagSecret, "token": tagToken, "wait_ms": tagWait, "lease_ms": tagLease,
 		"delay_ms": tagDelay, "target": tagTarget, "server": tagServer, "code": tagCode, "message": tagMessage,
 		"queue": tagQueue, "applied": tagApplied, "left_ms": tagLeft, "held_ms": tagHeldFor,
 		"keepalive_ms": tagKeepalive, "request": tagRequest, "mode": tagMode, "limit": tagLimit,
 		"priority": tagPriority, "reentrant": tagReentrant, "owner": tagOwner, "count": tagCount, "leader": tagLeader,
-		"event": tagEvent, "at_ms": tagAt, "held": tagHeld, "parked": tagParked, "holder": tagHolder}
+		"event": tagEvent, "at_ms": tagAt, "held": tagHeld, "parked": tagParked, "holder": tagHolder, "more": tagMore}
 	codes := map[string]byte{}
 	for c, name := range codeNames {
 		if name != "" {
@@ -183,6 +183,106 @@ func FuzzParseFrame(f *testing.F) {
 		}
 		if again := appendFrame(nil, fr); !bytes.Equal(again, b[:n]) {
 			t.Fatalf("%x decodes and encodes to %x", b[:n], again)
+		}
+	})
+}
+
+// vectorBytes returns the bytes of the named vectors, one after another.
+func vectorBytes(t testing.TB, v sessionVectors, names ...string) []byte {
+	t.Helper()
+	var out []byte
+	for _, name := range names {
+		found := false
+		for _, vf := range v.Frames {
+			if b, err := hex.DecodeString(vf.Hex); err == nil && vf.Name == name {
+				out, found = append(out, b...), true
+			}
+		}
+		if !found {
+			t.Fatalf("no vector %q", name)
+		}
+	}
+	return out
+}
+
+// The frames of a long answer read as one: a WELCOME in three frames, then
+// an INFO in two, each with every list item in order and no more.
+func TestAnswerJoinsMoreFrames(t *testing.T) {
+	v := loadSessionVectors(t)
+	b := vectorBytes(t, v, "welcome of a resume, the first of three frames", "more of a welcome, another to come",
+		"more of a welcome, the last", "info, the first of two frames", "more of an info, the last", "ok")
+	fr := &frameReader{r: bytes.NewReader(b)}
+	read := func(typ byte, id uint64) *frame {
+		f, err := fr.answer()
+		if err != nil || f.typ != typ || f.id != id || f.more() {
+			t.Fatalf("answer %+v, %v; want type %#02x id %d, whole", f, err, typ, id)
+		}
+		return f
+	}
+	check := func(f *frame, tag, inner byte, want ...string) {
+		items, err := f.items(tag)
+		if err != nil || len(items) != len(want) {
+			t.Fatalf("%d items %#02x (%v), want %v", len(items), tag, err, want)
+		}
+		for i, it := range items {
+			if got, _ := it.get(inner); string(got) != want[i] {
+				t.Fatalf("item %d of %#02x: %q, want %q", i, tag, got, want[i])
+			}
+		}
+	}
+	w := read(frameWelcome, 1)
+	check(w, tagHeld, tagKey, "jobs/nightly", "orders/batch-7")
+	check(w, tagParked, tagKey, "pool", "queue")
+	if applied, _ := w.uint(tagApplied); applied != 8 {
+		t.Fatalf("applied %d", applied)
+	}
+	check(read(frameInfo, 9), tagHolder, tagName, "cron-1", "cron-2")
+	read(frameOK, 6)
+}
+
+// A MORE out of place is a protocol error; a GOODBYE inside an answer
+// takes its place.
+func TestAnswerRefusesMoreOutOfPlace(t *testing.T) {
+	v := loadSessionVectors(t)
+	first := "welcome of a resume, the first of three frames"
+	for name, tc := range map[string]struct {
+		frames []string
+		want   byte // 0: ErrProtocol
+	}{
+		"a MORE first":              {[]string{"more of a welcome, the last"}, 0},
+		"another frame inside":      {[]string{first, "ok"}, 0},
+		"a MORE of another id":      {[]string{first, "more of an info, the last"}, 0},
+		"a GOODBYE inside":          {[]string{first, "more of a welcome, another to come", "goodbye"}, frameGoodbye},
+		"a single frame, as before": {[]string{"welcome of a resume"}, frameWelcome},
+	} {
+		fr := &frameReader{r: bytes.NewReader(vectorBytes(t, v, tc.frames...))}
+		f, err := fr.answer()
+		switch {
+		case tc.want == 0 && !errors.Is(err, ErrProtocol):
+			t.Errorf("%s: %+v, %v; want ErrProtocol", name, f, err)
+		case tc.want != 0 && (err != nil || f.typ != tc.want):
+			t.Errorf("%s: %+v, %v; want type %#02x", name, f, err, tc.want)
+		}
+	}
+}
+
+// FuzzReadAnswer reads answers from arbitrary bytes until an error: it
+// must not panic, and every answer it returns is whole: no more, no MORE.
+// The seed corpus is in testdata/fuzz/FuzzReadAnswer.
+func FuzzReadAnswer(f *testing.F) {
+	v := loadSessionVectors(f)
+	f.Add(vectorBytes(f, v, "welcome of a resume, the first of three frames", "more of a welcome, another to come",
+		"more of a welcome, the last", "info, the first of two frames", "more of an info, the last"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr := &frameReader{r: bytes.NewReader(b)}
+		for {
+			a, err := fr.answer()
+			if err != nil {
+				return
+			}
+			if a.typ == frameMore || a.typ != frameGoodbye && a.more() {
+				t.Fatalf("answer of type %#02x, more %v", a.typ, a.more())
+			}
 		}
 	})
 }

@@ -932,7 +932,7 @@ func (s *Session) handshake(ctx context.Context, addr string, b []byte, bound ti
 	c := &sconn{addr: addr, nc: nc, fr: &frameReader{r: nc}, dead: make(chan struct{})}
 	var f *frame
 	if _, err = nc.Write(b); err == nil {
-		f, err = c.fr.next()
+		f, err = c.fr.answer()
 	}
 	if !stop() && err == nil {
 		err = actx.Err()
@@ -1115,7 +1115,7 @@ func (s *Session) startReader(c *sconn) {
 func (s *Session) read(c *sconn) {
 	defer close(c.dead)
 	for {
-		f, err := c.fr.next()
+		f, err := c.fr.answer()
 		if err != nil {
 			break
 		}
