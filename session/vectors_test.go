@@ -101,6 +101,10 @@ func vectors() []vectorFrame {
 			str(TagLeader, "10.0.0.2:22119")}},
 		{"event", TypeEvent, 12, []f{u8(TagEvent, 1), str(TagKey, "jobs/nightly"), u64(TagToken, 12),
 			u64(TagSession, 42), str(TagName, "cron-1"), u64(TagAt, 1796000000123)}},
+		{"refused unsupported, answering a hello", TypeRefused, 1, []f{u8(TagCode, uint8(CodeUnsupported)),
+			str(TagMessage, "field 0x7f is not supported here")}},
+		{"goodbye answering a resume", TypeGoodbye, 1, []f{u8(TagCode, uint8(CodeUnknownSession)),
+			str(TagMessage, "no such session, or a wrong secret")}},
 	}
 	var out []vectorFrame
 	for _, c := range cases {
