@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -178,39 +176,6 @@ func TestSessionVectors(t *testing.T) {
 		var fr Frame
 		if n, err := ParseFrame(b, &fr); err != nil || n != len(b) {
 			t.Fatalf("%s: %v (%d of %d bytes)", vf.Name, err, n, len(b))
-		}
-	}
-}
-
-// The example of docs/protocol.md has the bytes this server writes.
-func TestProtocolDocExample(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join("..", "docs", "protocol.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	spaced := func(b []byte) string {
-		h := hex.EncodeToString(b)
-		var parts []string
-		for i := 0; i < len(h); i += 2 {
-			parts = append(parts, strings.ToUpper(h[i:i+2]))
-		}
-		return strings.Join(parts, " ")
-	}
-	for _, vf := range buildVectors().Frames[:4] {
-		if vf.Name != "hello" && vf.Name != "acquire, try once" {
-			continue
-		}
-		b, _ := hex.DecodeString(vf.Hex)
-		head := spaced(b[:13])
-		if !bytes.Contains(doc, []byte(head)) {
-			t.Errorf("docs/protocol.md does not show the header %q of the %s frame", head, vf.Name)
-		}
-		for _, fl := range vf.Fields {
-			v, _ := hex.DecodeString(fl.Hex)
-			field := spaced(append([]byte{byte(fl.Tag), byte(len(v) >> 8), byte(len(v))}, v...))
-			if !bytes.Contains(doc, []byte(field)) {
-				t.Errorf("docs/protocol.md does not show the field %q of the %s frame", field, vf.Name)
-			}
 		}
 	}
 }
