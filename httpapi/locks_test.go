@@ -468,6 +468,16 @@ func TestSessionsListing(t *testing.T) {
 		list[0]["front_end"] != "http" || list[1]["anonymous"] != true {
 		t.Fatalf("sessions %v", list)
 	}
+	// The anonymous session never expires: it shows no TTL, idle time or
+	// end; a client's does.
+	for _, f := range []string{"ttl_ms", "idle_ms", "expires_at"} {
+		if _, ok := list[1][f]; ok {
+			t.Errorf("the anonymous session shows %s: %v", f, list[1])
+		}
+		if _, ok := list[0][f]; !ok {
+			t.Errorf("a client's session shows no %s: %v", f, list[0])
+		}
+	}
 	if e.metric("locking_center_http_sessions") != 1 {
 		t.Fatal("sessions gauge")
 	}

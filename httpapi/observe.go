@@ -67,18 +67,20 @@ type waiterJSON struct {
 
 // sessionJSON is one session in GET /api/v1/locks/sessions.
 type sessionJSON struct {
-	Session    uint64    `json:"session"`
-	Name       string    `json:"name"`
-	ClientID   string    `json:"client_id,omitempty"`
-	FrontEnd   string    `json:"front_end"`
-	Anonymous  bool      `json:"anonymous,omitempty"`
-	TTLMS      int64     `json:"ttl_ms"`
-	IdleMS     int64     `json:"idle_ms"`
-	ExpiresAt  time.Time `json:"expires_at"`
-	Held       int       `json:"held"`
-	Waiting    int       `json:"waiting"`
-	RemoteAddr string    `json:"remote_addr,omitempty"`
-	account    string    // who it is charged to; not shown
+	Session   uint64 `json:"session"`
+	Name      string `json:"name"`
+	ClientID  string `json:"client_id,omitempty"`
+	FrontEnd  string `json:"front_end"`
+	Anonymous bool   `json:"anonymous,omitempty"`
+	// TTLMS, IdleMS and ExpiresAt are absent for the anonymous session,
+	// which never expires while the server runs.
+	TTLMS      *int64     `json:"ttl_ms,omitempty"`
+	IdleMS     *int64     `json:"idle_ms,omitempty"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	Held       int        `json:"held"`
+	Waiting    int        `json:"waiting"`
+	RemoteAddr string     `json:"remote_addr,omitempty"`
+	account    string     // who it is charged to; not shown
 }
 
 // sessionList reads the sessions of the table, and when each expires
@@ -91,11 +93,17 @@ func (s *Server) sessionList() ([]sessionJSON, map[uint64]time.Time, time.Time) 
 	for _, si := range snap.Sessions {
 		end := now.Add(si.TTL - si.Idle)
 		ends[si.ID] = end
-		sj := sessionJSON{Session: si.ID, Name: si.Name, FrontEnd: frontSession, TTLMS: si.TTL.Milliseconds(),
-			IdleMS: si.Idle.Milliseconds(), ExpiresAt: end.UTC(), Held: si.Held, Waiting: si.Parked, RemoteAddr: si.RemoteAddr,
+		ttl, idle, endUTC := si.TTL.Milliseconds(), si.Idle.Milliseconds(), end.UTC()
+		sj := sessionJSON{Session: si.ID, Name: si.Name, FrontEnd: frontSession, TTLMS: &ttl,
+			IdleMS: &idle, ExpiresAt: &endUTC, Held: si.Held, Waiting: si.Parked, RemoteAddr: si.RemoteAddr,
 			account: si.Account}
 		if c := s.sessionClient(si.ID); c != nil {
 			sj.FrontEnd, sj.ClientID, sj.Anonymous = frontHTTP, c.id, c.anon
+			if c.anon {
+				// The server keeps it alive (anonymousTTL is how, not a
+				// bound the user can reach).
+				sj.TTLMS, sj.IdleMS, sj.ExpiresAt = nil, nil, nil
+			}
 		}
 		list = append(list, sj)
 	}

@@ -59,7 +59,11 @@ var (
 	descDelayed = prometheus.NewDesc(Namespace+"_lock_delay_keys",
 		"Keys in lock-delay now: lost by an expiry, granted to nobody until the delay ends.", nil, nil)
 	descLastToken = prometheus.NewDesc(Namespace+"_last_fencing_token",
-		"The highest fencing token handed out.", nil, nil)
+		"The highest fencing token handed out, as a float: exact up to 2^53, rounded above (tokens near the clock's Unix nanoseconds are); the _high and _low gauges carry it exactly.", nil, nil)
+	descLastTokenHigh = prometheus.NewDesc(Namespace+"_last_fencing_token_high",
+		"The upper 32 bits of the highest fencing token handed out: the token is high * 2^32 + low, exactly.", nil, nil)
+	descLastTokenLow = prometheus.NewDesc(Namespace+"_last_fencing_token_low",
+		"The lower 32 bits of the highest fencing token handed out: the token is high * 2^32 + low, exactly.", nil, nil)
 	descDeadlocks = prometheus.NewDesc(Namespace+"_deadlocks_total",
 		"Acquires refused because waiting would have closed a cycle of waits, since start-up.", nil, nil)
 	descRefusals = prometheus.NewDesc(Namespace+"_refusals_total",
@@ -90,7 +94,7 @@ func NewCollector(t Snapshotter) *Collector { return &Collector{table: t} }
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLocked, descHeld, descAcquired, descWaiters,
 		descGrants, descBusy, descWithdrawn, descWait, descSessions, descSessionExpiries,
-		descLeaseExpiries, descResumes, descDelayed, descLastToken, descDeadlocks, descHolders, descRefusals} {
+		descLeaseExpiries, descResumes, descDelayed, descLastToken, descLastTokenHigh, descLastTokenLow, descDeadlocks, descHolders, descRefusals} {
 		ch <- d
 	}
 }
@@ -138,6 +142,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descResumes, prometheus.CounterValue, float64(n.Resumes))
 	ch <- prometheus.MustNewConstMetric(descDelayed, prometheus.GaugeValue, float64(s.Delayed))
 	ch <- prometheus.MustNewConstMetric(descLastToken, prometheus.GaugeValue, float64(s.LastToken))
+	ch <- prometheus.MustNewConstMetric(descLastTokenHigh, prometheus.GaugeValue, float64(s.LastToken>>32))
+	ch <- prometheus.MustNewConstMetric(descLastTokenLow, prometheus.GaugeValue, float64(s.LastToken&0xFFFFFFFF))
 	ch <- prometheus.MustNewConstMetric(descDeadlocks, prometheus.CounterValue, float64(n.Deadlocks))
 	for _, r := range mutex.Refusals() {
 		ch <- prometheus.MustNewConstMetric(descRefusals, prometheus.CounterValue, float64(n.Refusals[r]), r.String())

@@ -249,6 +249,33 @@ func TestSessionSeries(t *testing.T) {
 	}
 }
 
+// fixedSnapshot is a table whose snapshot is s.
+type fixedSnapshot mutex.Snapshot
+
+func (f fixedSnapshot) Snapshot() mutex.Snapshot { return mutex.Snapshot(f) }
+
+// The last fencing token is exported exactly, in two 32-bit halves, also
+// where the float gauge rounds it (a token of a cluster, near the clock's
+// Unix nanoseconds, is above 2^53).
+func TestLastFencingTokenExact(t *testing.T) {
+	const token = 1796154882964487705 // odd, above 2^53: no float64 holds it
+	if uint64(float64(token)) == token {
+		t.Fatal("the test's token is exact as a float")
+	}
+	reg := prometheus.NewRegistry()
+	if err := Register(reg, fixedSnapshot{LastToken: token}); err != nil {
+		t.Fatal(err)
+	}
+	high := gaugeValue(t, reg, "locking_center_last_fencing_token_high")
+	low := gaugeValue(t, reg, "locking_center_last_fencing_token_low")
+	if got := uint64(high)<<32 | uint64(low); got != token || high != float64(uint64(high)) || low >= 1<<32 {
+		t.Fatalf("high %v low %v: %d, want %d", high, low, got, token)
+	}
+	if got := gaugeValue(t, reg, "locking_center_last_fencing_token"); got != float64(token) {
+		t.Fatalf("last fencing token %v, want about %d", got, uint64(token))
+	}
+}
+
 type nopRoute struct{}
 
 func (nopRoute) Deliver(mutex.Output) {}

@@ -307,8 +307,8 @@ func (c *conn) endLater() {
 func (s *Server) leading() bool { return !s.node.Replicated() || s.node.IsLeader() }
 
 // notLeader returns the GOODBYE not_leader that sends a client to the
-// leader, naming it when it is known.
-func (s *Server) notLeader() []byte {
+// leader, naming it when it is known; it answers request id (0: none).
+func (s *Server) notLeader(id uint64) []byte {
 	leader := s.node.Leader()
 	msg := "this node does not lead its cluster; the leader is " + leader
 	switch {
@@ -318,7 +318,7 @@ func (s *Server) notLeader() []byte {
 	default:
 		msg = "this node does not lead its cluster, and no leader is known yet"
 	}
-	return goodbyeLeader(CodeNotLeader, msg, leader)
+	return goodbyeLeader(id, CodeNotLeader, msg, leader)
 }
 
 // LeaderLost ends every connection with GOODBYE not_leader, naming the
@@ -332,7 +332,7 @@ func (s *Server) LeaderLost() {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
-	bye := s.notLeader()
+	bye := s.notLeader(0)
 	for _, c := range conns {
 		c.flushThenSend(bye)
 		c.close()
@@ -353,15 +353,23 @@ func (c *conn) begin(got []byte) *reader {
 		return nil
 	}
 	if !c.s.leading() {
-		c.send(c.s.notLeader())
+		c.send(c.s.notLeader(0))
 		return nil
 	}
-	if err := r.next(&r.f); err != nil {
-		c.refuseFrame(err)
-		return nil
-	}
-	if !c.open(&r.f) {
-		return nil
+	// A HELLO or RESUME refused unsupported leaves the connection
+	// waiting for another, within the same header timeout.
+	for {
+		if err := r.next(&r.f); err != nil {
+			c.refuseFrame(err)
+			return nil
+		}
+		ok, again := c.open(&r.f)
+		if ok {
+			break
+		}
+		if !again {
+			return nil
+		}
 	}
 	nc.SetReadDeadline(time.Time{})
 	c.r = r
@@ -676,23 +684,31 @@ func (c *conn) detach() {
 }
 
 // open handles the first frame: HELLO or RESUME. It reports whether the
-// connection goes on.
-func (c *conn) open(f *Frame) bool {
+// session is open, and, when it is not, whether the connection waits for
+// another HELLO or RESUME: one with a field the server does not know is
+// refused unsupported, so that a client of a later version may try again
+// without it.
+func (c *conn) open(f *Frame) (ok, again bool) {
+	allowed := helloTags
 	switch f.Type {
 	case TypeHello:
-		return c.hello(f)
 	case TypeResume:
-		return c.resume(f)
+		allowed = resumeTags
+	default:
+		c.send(goodbye(CodeProtocolError, "the first frame must be HELLO or RESUME"))
+		return false, false
 	}
-	c.send(goodbye(CodeProtocolError, "the first frame must be HELLO or RESUME"))
-	return false
+	if tag, unknown := unknownField(f, allowed); unknown {
+		c.send(unsupported(f.ID, tag))
+		return false, true
+	}
+	if f.Type == TypeHello {
+		return c.hello(f), false
+	}
+	return c.resume(f), false
 }
 
 func (c *conn) hello(f *Frame) bool {
-	if tag, ok := unknownField(f, helloTags); ok {
-		c.send(goodbye(CodeUnsupported, fmt.Sprintf("field %#02x is not supported in HELLO", tag)))
-		return false
-	}
 	p, account, ok := c.authenticate(f)
 	if !ok {
 		return false
@@ -706,7 +722,7 @@ func (c *conn) hello(f *Frame) bool {
 		source = peerIP(c.nc)
 	}
 	ttl := c.s.cfg.TTL
-	if ms, ok := f.Uint(TagTTL); ok {
+	if ms, ok := f.Uint(TagTTL); ok && ms != 0 { // 0: the default, as absent
 		ttl = min(max(time.Duration(ms)*time.Millisecond, c.s.cfg.MinTTL), c.s.cfg.MaxTTL)
 	}
 	var secret [SecretLen]byte
@@ -714,11 +730,11 @@ func (c *conn) hello(f *Frame) bool {
 	s := &sess{srv: c.s, name: source, conn: c, principal: p, account: account}
 	live, res, pend := c.s.node.OpenSessionAs(account, source, ttl, sha256.Sum256(secret[:]), c.remote, s)
 	if res.Status == mutex.StatusUnavailable {
-		c.send(c.s.notLeader())
+		c.send(c.s.notLeader(f.ID))
 		return false
 	}
 	if live == nil {
-		c.send(goodbye(CodeBadRequest, "the session could not be opened: "+res.Status.String()))
+		c.send(goodbyeTo(f.ID, CodeBadRequest, "the session could not be opened: "+res.Status.String()))
 		return false
 	}
 	s.id = live.ID()
@@ -742,7 +758,7 @@ func (c *conn) authenticate(f *Frame) (*auth.Principal, string, bool) {
 	account := peerIP(c.nc)
 	if c.s.cfg.SourceFromCert {
 		var ok bool
-		if account, ok = c.certName(); !ok {
+		if account, ok = c.certName(f.ID); !ok {
 			return nil, "", false
 		}
 	}
@@ -753,14 +769,14 @@ func (c *conn) authenticate(f *Frame) (*auth.Principal, string, bool) {
 		if p, err = c.s.cfg.Tokens.Authenticate(cred); err != nil {
 			c.s.node.Refused(mutex.RefusedUnauthenticated)
 			c.s.log.Info("session authentication failed", slog.String(logRemote, c.remote))
-			c.send(goodbye(CodeUnauthenticated, "authentication failed"))
+			c.send(goodbyeTo(f.ID, CodeUnauthenticated, "authentication failed"))
 			return nil, "", false
 		}
 		account = p.Name
 	}
 	if !c.s.cfg.Rates.Allow(account) {
 		c.s.node.Refused(mutex.RefusedRate)
-		c.send(goodbye(CodeRateLimited, "too many requests from "+account+"; try again later"))
+		c.send(goodbyeTo(f.ID, CodeRateLimited, "too many requests from "+account+"; try again later"))
 		return nil, "", false
 	}
 	return p, account, true
@@ -810,8 +826,8 @@ func (c *conn) welcome(request, id uint64, secret []byte, st mutex.SessionState)
 func (c *conn) resume(f *Frame) bool {
 	id, okID := f.Uint(TagSession)
 	secret, okSecret := f.Get(TagSecret)
-	if _, unknown := unknownField(f, resumeTags); unknown || !okID || !okSecret {
-		c.send(goodbye(CodeBadRequest, "RESUME needs a session and its secret, and nothing else"))
+	if !okID || !okSecret {
+		c.send(goodbyeTo(f.ID, CodeBadRequest, "RESUME needs a session and its secret"))
 		return false
 	}
 	principal, account, ok := c.authenticate(f)
@@ -824,7 +840,7 @@ func (c *conn) resume(f *Frame) bool {
 			c.s.node.Refused(mutex.RefusedUnauthenticated)
 			c.s.log.Info("session resumed by another principal", slog.String(logRemote, c.remote),
 				slog.String(logPrincipal, account))
-			c.send(goodbye(CodeUnauthenticated, "authentication failed"))
+			c.send(goodbyeTo(f.ID, CodeUnauthenticated, "authentication failed"))
 			return false
 		}
 	}
@@ -833,7 +849,7 @@ func (c *conn) resume(f *Frame) bool {
 		// certificate it was opened with: a resume needs both.
 		name, _ := tlsconf.PeerName(c.nc)
 		if owner, found := c.s.node.SessionName(id); found && owner != name {
-			c.send(goodbye(CodeUnknownSession, "no such session, or a wrong secret"))
+			c.send(goodbyeTo(f.ID, CodeUnknownSession, "no such session, or a wrong secret"))
 			return false
 		}
 	}
@@ -878,10 +894,10 @@ func (c *conn) resume(f *Frame) bool {
 	})
 	if live == nil {
 		if !c.s.leading() {
-			c.send(c.s.notLeader())
+			c.send(c.s.notLeader(f.ID))
 			return false
 		}
-		c.send(goodbye(CodeUnknownSession, "no such session, or a wrong secret"))
+		c.send(goodbyeTo(f.ID, CodeUnknownSession, "no such session, or a wrong secret"))
 		return false
 	}
 	s.live.Store(live) // another connection's resume of the session may read it
@@ -895,11 +911,11 @@ func (c *conn) resume(f *Frame) bool {
 }
 
 // certName returns the name of the connection's client certificate, or
-// says GOODBYE and reports false when it has none.
-func (c *conn) certName() (string, bool) {
+// says GOODBYE, answering request id, and reports false when it has none.
+func (c *conn) certName(id uint64) (string, bool) {
 	name, ok := tlsconf.PeerName(c.nc)
 	if !ok {
-		c.send(goodbye(CodeBadRequest, "the client certificate gives no name to use as the session's"))
+		c.send(goodbyeTo(id, CodeBadRequest, "the client certificate gives no name to use as the session's"))
 	}
 	return name, ok
 }
@@ -925,13 +941,19 @@ func OverLimitGoodbye() []byte {
 	return goodbye(CodeOverLimit, "the server has as many connections as it allows; try again later")
 }
 
-// goodbye returns a GOODBYE frame.
-func goodbye(code Code, message string) []byte { return goodbyeLeader(code, message, "") }
+// goodbye returns a GOODBYE frame that answers no request (id 0).
+func goodbye(code Code, message string) []byte { return goodbyeTo(0, code, message) }
 
-// goodbyeLeader returns a GOODBYE frame naming the leader, when leader is
-// not empty.
-func goodbyeLeader(code Code, message, leader string) []byte {
-	fb := begin(nil, TypeGoodbye, 0)
+// goodbyeTo returns a GOODBYE frame answering request id: the HELLO or
+// RESUME it refuses.
+func goodbyeTo(id uint64, code Code, message string) []byte {
+	return goodbyeLeader(id, code, message, "")
+}
+
+// goodbyeLeader returns a GOODBYE frame answering request id, naming the
+// leader when leader is not empty.
+func goodbyeLeader(id uint64, code Code, message, leader string) []byte {
+	fb := begin(nil, TypeGoodbye, id)
 	fb.u8(TagCode, uint8(code))
 	fb.str(TagMessage, clip(message))
 	if leader != "" && len(leader) <= maxSize[TagLeader] {
@@ -973,6 +995,9 @@ var (
 		TypeCancel: cancelTags, TypeDescribe: describeTags, TypePing: noTags, TypeClose: noTags, TypeWatch: watchTags}
 )
 
+// changesTable reports the requests whose ids must increase.
+var changesTable = [256]bool{TypeAcquire: true, TypeRelease: true, TypeRenew: true, TypeCancel: true, TypeClose: true}
+
 func tagSet(tags ...Tag) *[256]bool {
 	var s [256]bool
 	for _, t := range tags {
@@ -1007,6 +1032,12 @@ func (c *conn) handle(f *Frame) bool {
 		s.queueRaw(unsupported(f.ID, tag))
 		return true
 	}
+	if f.ID == 0 && changesTable[f.Type] {
+		// 0 is never above the highest id applied; duplicate would tell
+		// the client that the request had taken effect.
+		s.queueRaw(refused(nil, f.ID, CodeBadRequest, "request ids start at 1"))
+		return true
+	}
 	if f.Type != TypePing && f.Type != TypeClose && !c.s.cfg.Rates.Allow(s.account) {
 		c.s.node.Refused(mutex.RefusedRate)
 		s.queueRaw(refused(nil, f.ID, CodeRateLimited, "too many requests from "+s.account+"; try again later"))
@@ -1017,7 +1048,7 @@ func (c *conn) handle(f *Frame) bool {
 	switch f.Type {
 	case TypePing:
 		if !c.s.leading() {
-			c.flushThenSend(c.s.notLeader())
+			c.flushThenSend(c.s.notLeader(0))
 			return false
 		}
 		s.queueRaw(okFrame(nil, f.ID))
@@ -1074,7 +1105,7 @@ func (c *conn) handle(f *Frame) bool {
 	}
 	res, _, delivered := c.s.node.ApplySessionKey(cmd, key)
 	if res.Status == mutex.StatusUnavailable {
-		c.flushThenSend(c.s.notLeader())
+		c.flushThenSend(c.s.notLeader(0))
 		return false
 	}
 	if !delivered {
@@ -1109,7 +1140,7 @@ func (c *conn) describe(f *Frame) bool {
 		return true
 	}
 	if c.s.node.Linearize() != nil {
-		c.flushThenSend(c.s.notLeader())
+		c.flushThenSend(c.s.notLeader(0))
 		return false
 	}
 	s.queueRaws(info(f.ID, c.s.node.Describe(string(key)), c.s.node.Now()))
@@ -1136,7 +1167,9 @@ func (c *conn) acquire(f *Frame, cmd *mutex.Command) ([]byte, string) {
 	}
 	cmd.Delay = c.s.cfg.LockDelay
 	if ms, ok := f.Uint(TagDelay); ok {
-		cmd.Delay = min(time.Duration(ms)*time.Millisecond, mutex.MaxLockDelay)
+		if cmd.Delay = time.Duration(ms) * time.Millisecond; cmd.Delay > mutex.MaxLockDelay {
+			return nil, fmt.Sprintf("delay_ms is at most %d", mutex.MaxLockDelay.Milliseconds())
+		}
 	}
 	if m, ok := f.Uint(TagMode); ok {
 		if m > uint64(mutex.Shared) {

@@ -114,6 +114,10 @@ func vectors() []vectorFrame {
 				u8(TagMode, 1), u32(TagCount, 1)), u8(TagMore, 1)}},
 		{"more of an info, the last", TypeMore, 9, []f{list(TagHolder, u64(TagToken, 14), str(TagName, "cron-2"),
 			u64(TagSession, 43), u32(TagHeldFor, 900), u8(TagMode, 1), u32(TagCount, 1))}},
+		{"refused unsupported, answering a hello", TypeRefused, 1, []f{u8(TagCode, uint8(CodeUnsupported)),
+			str(TagMessage, "field 0x7f is not supported here")}},
+		{"goodbye answering a resume", TypeGoodbye, 1, []f{u8(TagCode, uint8(CodeUnknownSession)),
+			str(TagMessage, "no such session, or a wrong secret")}},
 	}
 	var out []vectorFrame
 	for _, c := range cases {
@@ -191,8 +195,9 @@ func TestSessionVectors(t *testing.T) {
 	}
 }
 
-// The example of docs/protocol.md has the bytes this server writes.
-func TestProtocolDocExample(t *testing.T) {
+// The byte example of Long answers in docs/protocol.md, and the frames
+// it shows beside it, have the bytes of the vectors.
+func TestProtocolDocLongAnswerBytes(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "docs", "protocol.md"))
 	if err != nil {
 		t.Fatal(err)

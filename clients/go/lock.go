@@ -216,8 +216,8 @@ func WithLease(d time.Duration) AcquireOption { return func(o *acquireOptions) {
 // WithLockDelay sets the lock-delay: when the lock is lost because its
 // session expired or its lease ran out (not released), nobody gets the key
 // for d, so that a holder that stalled can notice before anyone else
-// writes. The server caps it at 60 s; without it the server's LOCK_DELAY
-// applies.
+// writes. It is at most 60 s: the server refuses more (ErrFailed,
+// bad_request); without it the server's LOCK_DELAY applies.
 func WithLockDelay(d time.Duration) AcquireOption {
 	return func(o *acquireOptions) { o.delay, o.hasDelay = max(d, 0), true }
 }

@@ -944,6 +944,12 @@ func (s *Session) handshake(ctx context.Context, addr string, b []byte, bound ti
 			return c, f, nil
 		case frameGoodbye:
 			err = goodbye(f)
+		case frameRefused:
+			// A field of the HELLO or RESUME that the server does not
+			// know (unsupported): a server older than this client.
+			code, _ := f.uint(tagCode)
+			msg, _ := f.get(tagMessage)
+			err = fmt.Errorf("%w: the server refused the session's first frame: %s: %s", ErrFailed, codeName(code), msg)
 		default:
 			err = fmt.Errorf("%w: frame %#02x before the WELCOME", ErrProtocol, f.typ)
 		}

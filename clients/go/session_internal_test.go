@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -124,5 +125,21 @@ func TestSessionMalformedFrameResumes(t *testing.T) {
 	secret, _ := r.get(tagSecret)
 	if id != 7 || !bytes.Equal(secret, testSecret) || r.id <= 2 {
 		t.Fatalf("RESUME id %d of session %d with secret %x", r.id, id, secret)
+	}
+}
+
+// A server that does not know a field of the HELLO refuses it
+// unsupported (docs/protocol.md); NewSession fails with ErrFailed and the
+// server's words, not with a protocol error.
+func TestSessionHelloRefused(t *testing.T) {
+	addr := scriptedServer(t, func(n int, c net.Conn, fr *frameReader) {
+		if f := expectFrame(t, fr, frameHello); f != nil {
+			c.Write(appendFrame(nil, frame{typ: frameRefused, id: f.id,
+				fields: []field{u8Field(tagCode, codeUnsupported), strField(tagMessage, "field 0x03 is not supported here")}}))
+		}
+	})
+	_, err := NewSession(context.Background(), addr)
+	if !errors.Is(err, ErrFailed) || errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "unsupported") {
+		t.Fatalf("NewSession: %v, want ErrFailed naming unsupported", err)
 	}
 }

@@ -103,7 +103,7 @@ function renderKeys(keys) {
 function renderSessions(sessions) {
   fill("sessions", sessions.map((s) => {
     const name = s.anonymous ? "(anonymous)" : s.client_id || s.name;
-    const tr = row([s.session, name, s.front_end, span(s.ttl_ms), span(s.idle_ms), s.held, s.waiting, s.remote_addr || ""]);
+    const tr = row([s.session, name, s.front_end, s.anonymous ? "never expires" : span(s.ttl_ms), span(s.idle_ms), s.held, s.waiting, s.remote_addr || ""]);
     tr.dataset.session = String(s.session);
     return tr;
   }));
