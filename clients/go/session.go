@@ -155,8 +155,8 @@ func (systemClock) AfterFunc(d time.Duration, f func()) func() bool {
 // ErrSessionExpired, and every call, waiting or later, fails with
 // ErrSessionExpired; nothing of the session is sent again. Take a new
 // session to go on. The client then closes the ended session on the
-// server, best effort: it tries the addresses, as a resume does, for one
-// TTL more (or until Close, which waits for the attempt under way), and
+// server, best effort: it tries the addresses, as a resume does, until a
+// server answers or Close (which waits for the attempt under way), and
 // sends the server a RESUME and a CLOSE, so that the locks and waiting
 // requests the server still keeps for it are freed at once. When that
 // fails the server ends them with the session's TTL.
@@ -1198,17 +1198,14 @@ func (s *Session) run(c *sconn) {
 // sayFarewell closes on the server a session that the client has counted
 // expired (see lostDue): the server may still keep it, with its locks and
 // waiting requests, until its own TTL runs out, or longer when a new
-// leader gave it a fresh TTL. It tries the addresses in turn with the
-// reconnect's backoff, for one TTL after the end, or until Close; it
-// makes one attempt at least. Nothing of the session goes with it but a
-// RESUME and a CLOSE: every request of the session failed at its end.
+// leader gave it a fresh TTL (each election does). It tries the
+// addresses in turn with the reconnect's backoff until a server answers
+// (the CLOSE, or that it no longer knows the session) or Close; it makes
+// one attempt at least. Nothing of the session goes with it but a RESUME
+// and a CLOSE: every request of the session failed at its end.
 func (s *Session) sayFarewell() {
-	until := s.clk.Now().Add(s.ttl)
-	for attempt := 1; ; attempt++ {
-		if s.closeOnServer() {
-			return
-		}
-		if !s.clk.Now().Before(until) || !s.pause(s.backoff(attempt)) {
+	for attempt := 1; !s.closeOnServer(); attempt++ {
+		if !s.pause(s.backoff(attempt)) {
 			return
 		}
 	}
