@@ -25,9 +25,10 @@ var (
 
 	// ErrLeaseExpired: the lock's lease ran out before a Renew.
 	ErrLeaseExpired = errors.New("lockingcenter: lease expired")
-	// ErrSessionExpired: the session ended on the server because it was
-	// not heard from for its TTL, or the client could not reach the
-	// server for that long and counts its locks lost.
+	// ErrSessionExpired: the session ended because the server did not
+	// hear from it for its TTL, or because the client had no answer from
+	// the server for the TTL less a margin and ended it itself (see
+	// Session). Either way the session, its locks and its calls are over.
 	ErrSessionExpired = errors.New("lockingcenter: session expired")
 	// ErrReset: a reset (by key or by source) took the key or withdrew the
 	// request.
@@ -326,8 +327,9 @@ func (l *Lock) Token() uint64 { return l.token }
 // the lease, at least 50 ms), unless Renew extends it; and when it has
 // heard nothing from the server for the session's TTL less the same
 // margin, counted from the sending of the last request the server
-// answered. A lock given up at the end of its lease is released on the
-// server by its token, before anything the session sends later.
+// answered (the session ends then, see Session). A lock given up at the
+// end of its lease is released on the server by its token, before
+// anything the session sends later.
 func (l *Lock) Done() <-chan struct{} { return l.done }
 
 // Cause returns nil while the lock is held, then why it ended: an error
@@ -356,8 +358,9 @@ func (l *Lock) Value(key any) any { return l.values.Value(key) }
 //   - an error matching ErrLockLost when the server no longer held it
 //     (stale_token: lost meanwhile);
 //   - the session's Err when the session ended before the answer came:
-//     ErrSessionExpired (expired on the server, or unknown to it once
-//     resumed), ErrSessionClosed (Close could not tell the server),
+//     ErrSessionExpired (expired on the server, unknown to it once
+//     resumed, or ended by the client for want of an answer, see
+//     Session), ErrSessionClosed (Close could not tell the server),
 //     ErrProtocol, ErrUnauthenticated, or ErrFailed for another refusal
 //     of the resume; the session's end ends the lock on the server too;
 //   - ErrSessionExpired or ErrSessionClosed when the server refused the

@@ -146,6 +146,20 @@ func (systemClock) AfterFunc(d time.Duration, f func()) func() bool {
 // goes to the back of the addresses, and is neither tried nor followed as
 // the leader for as long again. Create it with NewSession, end it with
 // Close. It is safe for concurrent use.
+//
+// A session that has had no answer from the server for its TTL less a
+// margin (a tenth of the TTL, at least 50 ms), counted from the sending of
+// the last request the server answered, ends on the client, whether or
+// not it is connected: the server may expire it from then on. Err then
+// matches ErrSessionExpired, Done is closed, every lock is lost with
+// ErrSessionExpired, and every call, waiting or later, fails with
+// ErrSessionExpired; nothing of the session is sent again. Take a new
+// session to go on. The client then closes the ended session on the
+// server, best effort: it tries the addresses, as a resume does, until a
+// server answers or Close (which waits for the attempt under way), and
+// sends the server a RESUME and a CLOSE, so that the locks and waiting
+// requests the server still keeps for it are freed at once. When that
+// fails the server ends them with the session's TTL.
 type Session struct {
 	addr  string   // as given to NewSession, for messages
 	addrs []string // every address to try, in turn; at least one
@@ -190,6 +204,7 @@ type Session struct {
 	ping      *request     // the PING in flight
 	replay    *resumeState // between a resume's WELCOME and the answer to its PING
 	err       error        // why the session ended
+	farewell  bool         // the session ended by the client's count: CLOSE it on the server
 }
 
 // sconn is one connection of a session.
@@ -456,8 +471,11 @@ func (s *Session) TTL() time.Duration { return s.ttl }
 func (s *Session) Done() <-chan struct{} { return s.done }
 
 // Err returns nil while the session lives, then why it ended: an error
-// matching ErrSessionClosed after Close, ErrSessionExpired when the
-// server expired it or no longer knows it, or ErrProtocol.
+// matching ErrSessionClosed after Close; ErrSessionExpired when the server
+// expired it or no longer knows it, or when the client had no answer
+// within the TTL less its margin (see Session); ErrProtocol;
+// ErrUnauthenticated when a resume's token was refused; ErrFailed for
+// another refusal of a resume that no other node would take back.
 func (s *Session) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -474,13 +492,26 @@ func (s *Session) Err() error {
 // a lock that Acquire has returned. The lock keeps ctx's values (see
 // Lock.Value).
 //
-// Errors: ErrInvalidKey, ErrInvalidOwner (nothing sent); ErrBusy
-// (TryOnce, the key is held), ErrTimeout (WithWait ran out), ErrDeadlock,
-// ErrLimitMismatch, ErrUpgrade, ErrReset (a reset withdrew the request);
-// ctx's error; ErrAnswerLost; an error matching the session's Err once
-// it has ended, or ErrSessionExpired when the server could not be reached
-// within the TTL while the request waited; ErrFailed for any other
-// refusal, with the server's words.
+// Errors, each matched with errors.Is:
+//   - ErrInvalidKey, ErrInvalidOwner: nothing was sent;
+//   - ErrBusy (TryOnce, the key is held or in lock-delay), ErrTimeout
+//     (WithWait ran out), ErrDeadlock, ErrLimitMismatch, ErrUpgrade,
+//     ErrReset (a reset withdrew the request), ErrForbidden,
+//     ErrRateLimited, ErrOverLimit: the server refused it, with its words;
+//   - ctx's error: the wait was given up (see above);
+//   - ErrAnswerLost: the connection dropped before the answer, and the
+//     resumed session neither holds the key for it nor waits for it (it
+//     was refused, or granted and lost since, which the message says);
+//   - an error matching the session's Err when the session has ended,
+//     before or during the wait: ErrSessionClosed, ErrSessionExpired
+//     (also when the client had no answer within the TTL less its margin,
+//     see Session), ErrProtocol, ErrUnauthenticated or ErrFailed; and
+//     ErrSessionExpired or ErrSessionClosed when the server refused the
+//     request because the session had expired or ended;
+//   - ErrFailed for any other refusal, with the server's words.
+//
+// It never returns ErrLockLost: a lock lost before Acquire could return it
+// is ErrAnswerLost.
 func (s *Session) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lock, error) {
 	if key == "" || len(key) > MaxKeyLen {
 		return nil, fmt.Errorf("acquire %q: %w", key, ErrInvalidKey)
@@ -529,13 +560,22 @@ func (s *Session) Acquire(ctx context.Context, key string, opts ...AcquireOption
 // the connection is down it first tries to resume. Locks end with
 // ErrLockReleased, or, when the server could not be told, with
 // ErrLockLost (the server then ends them with the session's TTL) and
-// Close returns why. Waiting Acquires return ErrSessionClosed. Close is
-// safe to call more than once; later calls return the first's result.
+// Close returns why. Waiting Acquires return ErrSessionClosed. Of a
+// session that has already ended Close returns nil; when the client ended
+// it (see Session), Close stops the attempts to close it on the server,
+// after the one under way (at most the keepalive plus its margin). Close
+// is safe to call more than once; later calls return the first's result.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.quit)
+		s.mu.Lock()
+		farewell := s.farewell
+		s.mu.Unlock()
+		if !farewell {
+			s.cancel() // cuts a resume under way
+		}
+		<-s.loopDone // after the attempt under way of a farewell
 		s.cancel()
-		<-s.loopDone
 	})
 	return s.closeErr
 }
@@ -804,9 +844,11 @@ func (s *Session) armLost() {
 func (s *Session) lostDeadline() time.Time { return s.lastAck.Add(s.ttl - margin(s.ttl)) }
 
 // lostDue runs at the lost deadline: if no answer has moved it, the
-// server may expire the session now, so every lock is lost, every waiting
-// acquire fails, and the connection, silent for that long, is dropped. A
-// later resume releases what the server still holds.
+// server may expire the session now, so the session ends here, as if the
+// server had expired it: every lock lost, every call failed with
+// ErrSessionExpired, Done closed. The loop then closes the session on the
+// server, best effort (see farewell), so that what the server still holds
+// for it is freed before its TTL.
 func (s *Session) lostDue() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -818,21 +860,10 @@ func (s *Session) lostDue() {
 		s.armLost()
 		return
 	}
-	why := fmt.Sprintf("no answer from the server within the session's TTL (%v)", s.ttl)
-	for _, h := range s.holds {
-		s.endHold(h, lostError(h.key, ErrSessionExpired, why))
-	}
-	for _, id := range s.inflightIDs() {
-		r := s.inflight[id]
-		if r.typ == frameAcquire && !r.abandoned {
-			r.result <- result{err: fmt.Errorf("acquire %q: %w: %s", r.key, ErrSessionExpired, why)}
-			s.abandon(r)
-		}
-	}
-	if c := s.conn; c != nil {
-		s.detach(c)
-		c.nc.Close()
-	}
+	why := fmt.Sprintf("no answer from the server within the session's TTL (%v) less a margin of %v",
+		s.ttl, margin(s.ttl))
+	s.farewell = true
+	s.endLost(fmt.Errorf("%w: %s", ErrSessionExpired, why), ErrSessionExpired, why)
 }
 
 // inflightIDs returns the ids of the requests in flight, in order.
@@ -1012,18 +1043,25 @@ func (e *goodbyeError) final() bool {
 	return true
 }
 
+// resumeWith returns the first bytes of a resume: the preface, RESUME,
+// and a frame of type typ with no fields, with the next two request ids;
+// and the id of the second frame.
+func (s *Session) resumeWith(typ byte) ([]byte, uint64) {
+	s.mu.Lock()
+	s.nextID += 2
+	rid, id := s.nextID-1, s.nextID
+	s.mu.Unlock()
+	b := appendFrame([]byte(preface), frame{typ: frameResume, id: rid,
+		fields: s.credential([]field{u64Field(tagSession, s.id), field{tagSecret, s.secret}})})
+	return appendFrame(b, frame{typ: typ, id: id}), id
+}
+
 // resume opens a connection and resumes the session on it: RESUME, and a
 // PING whose answer comes after everything the server owed the session.
 // It attaches the connection, queues again the requests the server never
 // got, and starts its reader.
 func (s *Session) resume(ctx context.Context) (*sconn, error) {
-	s.mu.Lock()
-	s.nextID += 2
-	rid, syncID := s.nextID-1, s.nextID
-	s.mu.Unlock()
-	b := appendFrame([]byte(preface), frame{typ: frameResume, id: rid,
-		fields: s.credential([]field{u64Field(tagSession, s.id), field{tagSecret, s.secret}})})
-	b = appendFrame(b, frame{typ: framePing, id: syncID})
+	b, syncID := s.resumeWith(framePing)
 	sentAt := s.clk.Now()
 	addr := s.target()
 	c, w, err := s.handshake(ctx, addr, b, s.silence())
@@ -1155,8 +1193,62 @@ func (s *Session) run(c *sconn) {
 		s.detach(c)
 		c.nc.Close()
 	}
+	farewell := s.farewell
 	s.mu.Unlock()
 	s.readers.Wait()
+	if farewell {
+		s.sayFarewell()
+	}
+}
+
+// sayFarewell closes on the server a session that the client has counted
+// expired (see lostDue): the server may still keep it, with its locks and
+// waiting requests, until its own TTL runs out, or longer when a new
+// leader gave it a fresh TTL (each election does). It tries the
+// addresses in turn with the reconnect's backoff until a server answers
+// (the CLOSE, or that it no longer knows the session) or Close; it makes
+// one attempt at least. Nothing of the session goes with it but a RESUME
+// and a CLOSE: every request of the session failed at its end.
+func (s *Session) sayFarewell() {
+	for attempt := 1; !s.closeOnServer(); attempt++ {
+		if !s.pause(s.backoff(attempt)) {
+			return
+		}
+	}
+}
+
+// closeOnServer makes one attempt to close the session on the server: a
+// RESUME and a CLOSE in one write, then the frames up to the CLOSE's
+// answer, within the silence bound. It reports whether the server is done
+// with the session: the CLOSE answered, or the server no longer knows it
+// (or refuses it for good).
+func (s *Session) closeOnServer() bool {
+	b, cid := s.resumeWith(frameClose)
+	addr := s.target()
+	c, _, err := s.handshake(s.ctx, addr, b, s.silence())
+	if err != nil {
+		return !s.failedAt(addr, err)
+	}
+	defer c.nc.Close()
+	c.nc.SetReadDeadline(time.Now().Add(s.silence()))
+	for {
+		f, err := c.fr.next()
+		if err != nil {
+			return false
+		}
+		switch {
+		case f.typ == frameOK && f.id == cid:
+			return true
+		case f.typ == frameGoodbye:
+			g := goodbye(f).(*goodbyeError)
+			s.mu.Lock()
+			if g.code == codeNotLeader {
+				s.follow(g.leader)
+			}
+			s.mu.Unlock()
+			return g.final()
+		}
+	}
 }
 
 // serve keeps c busy: it writes the queued frames, pings when the server
@@ -1272,7 +1364,13 @@ func (s *Session) backoff(n int) time.Duration {
 
 // sleep waits d on the session's clock; false at Close or the session's
 // end.
-func (s *Session) sleep(d time.Duration) bool {
+func (s *Session) sleep(d time.Duration) bool { return s.wait(d, s.done) }
+
+// pause waits d on the session's clock; false at Close.
+func (s *Session) pause(d time.Duration) bool { return s.wait(d, nil) }
+
+// wait waits d on the session's clock; false at Close or when end closes.
+func (s *Session) wait(d time.Duration, end <-chan struct{}) bool {
 	ch := make(chan struct{})
 	stop := s.clk.AfterFunc(d, func() { close(ch) })
 	defer stop()
@@ -1281,7 +1379,7 @@ func (s *Session) sleep(d time.Duration) bool {
 		return true
 	case <-s.quit:
 		return false
-	case <-s.done:
+	case <-end:
 		return false
 	}
 }
@@ -1492,8 +1590,8 @@ func (s *Session) granted(r *request, f *frame) {
 		} else { // a grant from before the resume
 			hi, ok := rs.held[token]
 			if !ok {
-				r.result <- result{err: fmt.Errorf("acquire %q: %w",
-					r.key, lostError(r.key, nil, "granted, then lost while the connection was down"))}
+				r.result <- result{err: fmt.Errorf("acquire %q: %w: granted, then lost while the connection was down",
+					r.key, ErrAnswerLost)}
 				return
 			}
 			from, left, leased = rs.sentAt, hi.left, hi.leased
@@ -1516,7 +1614,8 @@ func (s *Session) lost(f *frame) {
 		delete(s.inflight, r.id)
 		if !r.abandoned {
 			key, _ := f.get(tagKey)
-			r.result <- result{err: fmt.Errorf("acquire %q: %w", r.key, lostByCode(string(key), code))}
+			r.result <- result{err: fmt.Errorf("acquire %q: %w: granted, then lost: %v",
+				r.key, ErrAnswerLost, lostByCode(string(key), code))}
 		}
 	}
 }

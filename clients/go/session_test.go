@@ -356,31 +356,43 @@ func TestSessionLostDeadline(t *testing.T) {
 	}
 }
 
-// A lock the client gave up at its deadline, and that the server still
-// holds when the session resumes, is released.
-func TestSessionReleasesWhatItGaveUp(t *testing.T) {
+// A session the client ended at its lost deadline, which the server still
+// keeps when it can be reached again, is closed there: its lock goes to
+// the next waiter and its waiting request leaves the queue, before the
+// server's own TTL (its clock does not move here).
+func TestSessionClosesWhatItGaveUp(t *testing.T) {
 	nodeClock, clk := newFakeClock(), newFakeClock()
 	srv := startServer(t, serverOptions{clock: nodeClock})
 	tn := newTestNet()
 	s := srv.open(lockingcenter.WithTTL(2*time.Second), lockingcenter.WithClock(clk), lockingcenter.WithDialer(tn.dial))
 	other := srv.open(lockingcenter.WithClock(newFakeClock()))
 	l := mustAcquire(t, s, "g/k")
+	mustAcquire(t, srv.open(), "g/other")
 	next := acquireAsync(context.Background(), other, "g/k")
+	parked := acquireAsync(context.Background(), s, "g/other")
 	srv.waitQueue("g/k", 1)
+	srv.waitQueue("g/other", 1)
 	tn.block()
 	tn.stall()
 	clk.Advance(1800 * time.Millisecond)
-	if !ended(l.Done()) {
+	if !ended(l.Done()) || !ended(s.Done()) {
 		t.Fatal("held past the deadline")
 	}
+	if got := receive(t, "the parked acquire", parked); !errors.Is(got.err, lockingcenter.ErrSessionExpired) {
+		t.Fatalf("parked Acquire: %v", got.err)
+	}
+	if _, ok := srv.sessionInfo(s.ID()); !ok {
+		t.Fatal("the server no longer knows the session")
+	}
 	tn.unblock()
-	if got := receive(t, "the key released after the resume", next); got.err != nil {
+	if got := receive(t, "the key released by the CLOSE", next); got.err != nil {
 		t.Fatal(got.err)
 	}
-	if s.Err() != nil {
-		t.Fatalf("the resumed session ended: %v", s.Err())
+	srv.waitQueue("g/other", 0)
+	eventually(t, "the session closed on the server", func() bool { _, ok := srv.sessionInfo(s.ID()); return !ok })
+	if !errors.Is(s.Err(), lockingcenter.ErrSessionExpired) {
+		t.Fatalf("session error %v", s.Err())
 	}
-	mustAcquire(t, s, "g/after")
 }
 
 // The server's expiry reaches the session: GOODBYE session_expired, its

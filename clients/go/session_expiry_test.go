@@ -1,0 +1,112 @@
+package lockingcenter_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	lockingcenter "github.com/locking-center/locking-center/clients/go"
+)
+
+// With no node answering (the server gone, the other address dead), the
+// session ends on the client at its TTL less the margin after the last
+// answered sending, however the reconnects go: Err and every call after
+// say ErrSessionExpired, Done is closed, and nothing waits on.
+func TestSessionEndsWhenNothingAnswers(t *testing.T) {
+	srv := startServer(t, serverOptions{clock: newFakeClock()})
+	clk := newFakeClock()
+	s := srv.open(lockingcenter.WithTTL(3*time.Second), lockingcenter.WithClock(clk),
+		lockingcenter.WithAddresses(lockingcenter.DeadAddr(t)))
+	other := srv.open(lockingcenter.WithClock(newFakeClock()))
+	mustAcquire(t, other, "n/k")
+	l := mustAcquire(t, s, "n/held")
+	waiting := acquireAsync(context.Background(), s, "n/k")
+	srv.waitQueue("n/k", 1)
+	srv.stop() // GOODBYE shutting_down; nothing listens any more
+	for range 2699 {
+		clk.Advance(time.Millisecond) // every reconnect and backoff of the session meanwhile
+	}
+	if err := s.Err(); err != nil || ended(s.Done()) || ended(l.Done()) {
+		t.Fatalf("ended before the TTL less the margin (2.7 s): session %v, lock %v", err, l.Cause())
+	}
+	clk.Advance(time.Millisecond)
+	if !ended(s.Done()) || !errors.Is(s.Err(), lockingcenter.ErrSessionExpired) {
+		t.Fatalf("at 2.7 s: session %v", s.Err())
+	}
+	if c := l.Cause(); !errors.Is(c, lockingcenter.ErrLockLost) || !errors.Is(c, lockingcenter.ErrSessionExpired) {
+		t.Fatalf("lock %v", c)
+	}
+	if got := receive(t, "the waiting acquire", waiting); !errors.Is(got.err, lockingcenter.ErrSessionExpired) {
+		t.Fatalf("waiting Acquire: %v", got.err)
+	}
+	if _, err := s.Acquire(context.Background(), "n/k"); !errors.Is(err, lockingcenter.ErrSessionExpired) {
+		t.Fatalf("Acquire after the end: %v", err)
+	}
+	if _, err := s.Describe(context.Background(), "n/k"); !errors.Is(err, lockingcenter.ErrSessionExpired) {
+		t.Fatalf("Describe after the end: %v", err)
+	}
+	if _, err := s.Watch(context.Background(), "n/"); !errors.Is(err, lockingcenter.ErrSessionExpired) {
+		t.Fatalf("Watch after the end: %v", err)
+	}
+	if err := l.Release(); !errors.Is(err, lockingcenter.ErrSessionExpired) {
+		t.Fatalf("Release after the end: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close after the end: %v", err)
+	}
+}
+
+// An acquire given up (its ctx cancelled) while the connection is down is
+// withdrawn on the server before the session's next request of the key is
+// applied: the next acquire queues behind the holder, and gets the key at
+// its release, rather than being refused ErrDeadlock by its own old
+// request.
+func TestSessionReacquireAfterCancelWhileAway(t *testing.T) {
+	srv := startServer(t, serverOptions{clock: newFakeClock()})
+	clk := newFakeClock()
+	tn := newTestNet()
+	s := srv.open(lockingcenter.WithTTL(3*time.Second), lockingcenter.WithClock(clk), lockingcenter.WithDialer(tn.dial))
+	other := srv.open(lockingcenter.WithClock(newFakeClock()))
+	holder := mustAcquire(t, other, "rc/k")
+	ctx, cancel := context.WithCancel(context.Background())
+	first := acquireAsync(ctx, s, "rc/k")
+	srv.waitQueue("rc/k", 1)
+	tn.block()
+	tn.cut()
+	srv.waitDetached(s.ID())
+	cancel()
+	if got := receive(t, "the given-up acquire", first); !errors.Is(got.err, context.Canceled) {
+		t.Fatalf("given-up Acquire: %v", got.err)
+	}
+	w, err := other.Watch(context.Background(), "rc/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	again := acquireAsync(context.Background(), s, "rc/k")
+	tn.unblock()
+	// The holder lets go only once the given-up request has left the
+	// queue, so that no grant crosses its CANCEL.
+	for {
+		ev := receive(t, "the withdrawal of the given-up request", w.Events())
+		if ev.Type == lockingcenter.EventWithdrawn && ev.Session == s.ID() {
+			break
+		}
+	}
+	select {
+	case got := <-again:
+		t.Fatalf("the re-acquire did not queue: %v", got.err)
+	default:
+	}
+	if err := holder.Release(); err != nil {
+		t.Fatal(err)
+	}
+	got := receive(t, "the re-acquire's grant", again)
+	if got.err != nil {
+		t.Fatalf("re-acquire: %v", got.err)
+	}
+	if got.lock.Token() <= holder.Token() {
+		t.Fatalf("token %d, not above the holder's %d", got.lock.Token(), holder.Token())
+	}
+}
