@@ -18,7 +18,9 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("runtime.runCleanups"))
+}
 
 // start serves the management port of a fresh table on 127.0.0.1.
 func start(t *testing.T) (*mutex.Node, *Client) {

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 		runChild(args)
 		return
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("runtime.runCleanups")) // the runtime runs cleanups (unique's) on a goroutine of its own
 }
 
 // testLogger routes a server's logs to t.Log.

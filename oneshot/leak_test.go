@@ -28,7 +28,7 @@ func TestParkedWaitersLeaveNoGoroutines(t *testing.T) {
 	s.waitParked(t, "hot", 0)
 	// Idle workers end within two seconds of their last connection.
 	eventually(t, "goroutines back to baseline", func() bool { return goleak.Find(baseline) == nil })
-	goleak.VerifyNone(t, baseline)
+	goleak.VerifyNone(t, baseline, goleak.IgnoreAnyFunction("runtime.runCleanups"))
 	if got := s.table.Snapshot().Parked; got != 0 {
 		t.Fatalf("parked = %d", got)
 	}

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 	}
 	check := checkFrames
 	sendHook.Store(&check)
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("runtime.runCleanups")) // the runtime runs cleanups (unique's) on a goroutine of its own
 }
 
 // checkFrames stops the tests at the first frame the server would write

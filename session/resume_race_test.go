@@ -1,9 +1,12 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Two connections resume one session at once while a third, attached,
@@ -100,6 +103,26 @@ func TestResumeRacesAnAcquire(t *testing.T) {
 			if f.Type != TypeGranted || f.ID != id {
 				code, _ := f.Uint(TagCode)
 				t.Fatalf("round %d: frame %#02x id %d code %v before the release's OK", i, uint8(f.Type), f.ID, Code(code))
+			}
+		}
+		// The old connection is told why it ends: a GOODBYE session_ended
+		// before its end, unless the end is a reset (it had requests
+		// unread, which a close answers with a reset).
+		old.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		for {
+			var f Frame
+			err := old.r.next(&f)
+			if err == nil && f.Type == TypeGoodbye {
+				if code, _ := f.Uint(TagCode); Code(code) != CodeSessionEnded {
+					t.Fatalf("round %d: the old connection's GOODBYE has code %v", i, Code(code))
+				}
+				break
+			}
+			if errors.Is(err, syscall.ECONNRESET) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("round %d: the old connection ended without a GOODBYE: %v (applied %d of %d)", i, err, got, id)
 			}
 		}
 		old.c.Close()

@@ -220,6 +220,7 @@ func (c *conn) run(r *reader, opened bool) (parked bool) {
 	for {
 		ok, pings, others := c.batch(r)
 		if !ok {
+			c.awaitTold()
 			c.end()
 			return false
 		}
@@ -532,6 +533,9 @@ type conn struct {
 	// another connection takes the session over (conn.stop).
 	handling sync.Mutex
 	taken    atomic.Bool
+	told     chan struct{} // made before taken is set; closed once the resume said GOODBYE
+	makeTold sync.Once
+	tellOnce sync.Once
 
 	wmu     sync.Mutex
 	now     serve.NowWriter // writes without waiting
@@ -660,10 +664,20 @@ func (c *conn) flushThenSend(b []byte) {
 
 // stop ends the handling of c's frames, once the frame being handled now,
 // if any, is done: the session is resumed on another connection.
+// The caller holds c.handling from then on, and unlocks it once c has
+// been told why.
 func (c *conn) stop() {
+	c.makeTold.Do(func() { c.told = make(chan struct{}) })
 	c.taken.Store(true)
-	c.handling.Lock()
-	c.handling.Unlock() //nolint:staticcheck // waits for the batch in progress
+	c.handling.Lock() // waits for the batch in progress
+}
+
+// awaitTold waits, for a connection a resume took the session from, until
+// the resume has sent it its GOODBYE: its goroutine must not end it first.
+func (c *conn) awaitTold() {
+	if c.taken.Load() {
+		<-c.told
+	}
 }
 
 // detach leaves the session without a connection, for its resume.
@@ -863,13 +877,25 @@ func (c *conn) resume(f *Frame) bool {
 	// The connection the session has now may be handling a request this
 	// very moment: let it finish, and handle nothing after, before the
 	// WELCOME says what the session holds and which requests applied.
+	// It stays stopped (its handling held) until it has its GOODBYE, so
+	// that it cannot end its connection without one.
+	var stopped *conn
 	if route, ok := c.s.node.SessionRoute(id, hash, bound); ok {
 		if s, _ := route.(*sess); s != nil {
 			if old := s.attached(); old != nil && old != c {
 				old.stop()
+				stopped = old
 			}
 		}
 	}
+	resumeDone := func() {
+		if stopped != nil {
+			stopped.tellOnce.Do(func() { close(stopped.told) })
+			stopped.handling.Unlock()
+			stopped = nil
+		}
+	}
+	defer resumeDone()
 	var s *sess
 	var old *conn
 	live := c.s.node.Resume(id, hash, bound, c.remote, func(st mutex.SessionState, route mutex.Route, missed []mutex.Output) mutex.Route {
@@ -904,6 +930,7 @@ func (c *conn) resume(f *Frame) bool {
 	c.sess = s
 	if old != nil && old != c {
 		old.send(goodbye(CodeSessionEnded, "the session was resumed on another connection"))
+		resumeDone() // before the close, which may wait for the old connection's goroutine
 		old.close()
 	}
 	s.Flush()

@@ -284,7 +284,7 @@ func mustAcquire(t *testing.T, s *lockingcenter.Session, key string, opts ...loc
 // every cleanup registered later (servers, sessions).
 func checkLeaks(t *testing.T) {
 	opt := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
+	t.Cleanup(func() { goleak.VerifyNone(t, opt, goleak.IgnoreAnyFunction("runtime.runCleanups")) }) // the runtime's cleanups (unique's) run on a goroutine of their own
 }
 
 type tWriter struct{ t *testing.T }

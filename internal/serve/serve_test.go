@@ -16,7 +16,9 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("runtime.runCleanups"))
+}
 
 func TestGroupRefusesAfterClose(t *testing.T) {
 	var g Group

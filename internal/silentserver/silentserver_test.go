@@ -11,7 +11,9 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("runtime.runCleanups"))
+}
 
 func dial(t *testing.T, addr string) net.Conn {
 	t.Helper()

@@ -14,7 +14,9 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("runtime.runCleanups"))
+}
 
 // pki is a CA, a server certificate and a client certificate, on disk.
 type pki struct {
