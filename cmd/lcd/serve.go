@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -85,6 +86,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		if cc.ClientAddress, err = advertised(cc, lns[0].Addr()); err != nil {
 			return &exitError{code: exitUsage, err: err}
+		}
+		if cfg.HTTPAddress != "" {
+			cc.HTTPAddress = advertisedHTTP(cc.ClientAddress, lns[3].Addr())
 		}
 		tr.checkForwarding(cc.ClientAddress, log)
 		if cl, err = cluster.New(cc); err != nil {
@@ -345,6 +349,24 @@ func advertised(cc cluster.Config, bound net.Addr) (string, error) {
 		return a.String(), nil
 	}
 	return "", fmt.Errorf("BIND_ADDRESS %s names no host: set ADVERTISE_ADDRESS to the address clients reach this node at", bound)
+}
+
+// advertisedHTTP returns the HTTP address a cluster node records for
+// itself: the HTTP port's bound address when it names a host, else the
+// host of the client address with the HTTP port's port.
+func advertisedHTTP(client string, bound net.Addr) string {
+	a, ok := bound.(*net.TCPAddr)
+	if !ok {
+		return bound.String()
+	}
+	if !a.IP.IsUnspecified() {
+		return a.String()
+	}
+	host, _, err := net.SplitHostPort(client)
+	if err != nil {
+		return ""
+	}
+	return net.JoinHostPort(host, strconv.Itoa(a.Port))
 }
 
 // clusterStatus serves GET /cluster: the node's view of its cluster as
