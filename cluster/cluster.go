@@ -483,6 +483,10 @@ func (c *Cluster) leader() Peer {
 	return p
 }
 
+// HTTPAddress returns this node's HTTP address as it records it, "" when
+// it has no HTTP API.
+func (c *Cluster) HTTPAddress() string { return c.cfg.HTTPAddress }
+
 // self returns this node as it records itself in the log.
 func (c *Cluster) self() Peer {
 	return Peer{ID: c.cfg.NodeID, RaftAddress: c.cfg.RaftAdvertise, ClientAddress: c.cfg.ClientAddress, HTTPAddress: c.cfg.HTTPAddress}

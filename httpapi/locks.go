@@ -357,11 +357,14 @@ func (s *Server) conflict(key string) failure {
 
 // notLeader answers 503 on a node of a cluster that cannot change the
 // table: it is not the leader, or the cluster has no quorum. The answer
-// names the leader's mutex port when one is known.
+// names the leader's mutex port and HTTP API when they are known.
 func (s *Server) notLeader(w http.ResponseWriter) {
 	f := failure{Code: codeNotLeader, Message: "this node is not the cluster's leader, or the cluster has no quorum"}
 	if f.Leader = s.node.Leader(); f.Leader != "" {
 		f.Message = "this node is not the cluster's leader; the leader's mutex port is " + f.Leader
+	}
+	if f.LeaderHTTP = s.leaderHTTP(); f.LeaderHTTP != "" {
+		f.Message += ", its HTTP API " + f.LeaderHTTP
 	}
 	w.Header().Set("Retry-After", "1")
 	fail(w, http.StatusServiceUnavailable, f)

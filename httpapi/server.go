@@ -96,7 +96,7 @@ func New(n *mutex.Node, cfg Config) (*Server, error) {
 	s.hub = newHub(cfg.RingSize, cfg.SubscriberLag, cfg.FlushInterval, uint64(max(n.Now().UnixMicro(), 0)), dropped.Inc)
 	s.adoptAll(n.Snapshot().Sessions)
 	s.stopObserve = n.Observe(s.observe)
-	s.handler = s.guard(s.routes())
+	s.handler = s.forwarding(s.guard(s.routes()))
 	for i := len(cfg.Middleware) - 1; i >= 0; i-- {
 		s.handler = cfg.Middleware[i](s.handler)
 	}

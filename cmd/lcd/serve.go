@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -177,7 +178,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if api, err = httpapi.New(node, httpapi.Config{
 			SessionTTL: cfg.HTTPSessionTTL, LockDelay: cfg.LockDelay, HeaderTimeout: cfg.HeaderTimeout,
 			Version: version, Registerer: reg, Metrics: promHandler, Logger: log,
-			Tokens: sec.tokens(), Rates: sec.rates,
+			Tokens: sec.tokens(), Rates: sec.rates, Forward: forwarding(cl, tr),
 		}); err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
@@ -350,6 +351,42 @@ func advertised(cc cluster.Config, bound net.Addr) (string, error) {
 	}
 	return "", fmt.Errorf("BIND_ADDRESS %s names no host: set ADVERTISE_ADDRESS to the address clients reach this node at", bound)
 }
+
+// forwarding returns how a cluster node's HTTP API forwards requests to
+// the leader's: under TLS as a v1 request is forwarded (the node's peer
+// certificate, the leader's verified for its host); nil for a single
+// node.
+func forwarding(cl *cluster.Cluster, tr *transport) *httpapi.Forwarding {
+	if cl == nil {
+		return nil
+	}
+	dialer := &net.Dialer{Timeout: forwardDialTimeout, KeepAlive: 15 * time.Second}
+	t := &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
+		TLSHandshakeTimeout: forwardDialTimeout}
+	if p := tr.cluster(); p != nil {
+		t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			tc := tls.Client(c, p.Leader(host))
+			if err := tc.HandshakeContext(ctx); err != nil {
+				c.Close()
+				return nil, err
+			}
+			return tc, nil
+		}
+	}
+	return &httpapi.Forwarding{Leader: cl.LeaderHTTP, Self: cl.HTTPAddress(), TLS: tr.store != nil, Transport: t}
+}
+
+// forwardDialTimeout bounds the connect and handshake of a forwarded
+// HTTP request to the leader.
+const forwardDialTimeout = 2 * time.Second
 
 // advertisedHTTP returns the HTTP address a cluster node records for
 // itself: the HTTP port's bound address when it names a host, else the

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// httpAnswer is what the tests read of an HTTP API answer.
+type httpAnswer struct {
+	code int
+	body map[string]any
+	raw  string
+}
+
+// postAt posts body to path at node i's HTTP API.
+func (lc *lcdCluster) postAt(i int, path, body string) (httpAnswer, error) {
+	resp, err := (&http.Client{Timeout: time.Minute}).Post("http://"+lc.addrs(i).HTTP+path, "application/json",
+		bytes.NewBufferString(body))
+	if err != nil {
+		return httpAnswer{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return httpAnswer{}, err
+	}
+	a := httpAnswer{code: resp.StatusCode, raw: string(b)}
+	if err := json.Unmarshal(b, &a.body); err != nil {
+		return a, fmt.Errorf("answer %d %q: %w", a.code, b, err)
+	}
+	return a, nil
+}
+
+// postUntilServed posts body to node i until an answer other than 503
+// not_leader comes, for at most d, and returns it. Each not_leader answer
+// is handed to check first.
+func (lc *lcdCluster) postUntilServed(t *testing.T, i int, path, body string, d time.Duration, check func(httpAnswer)) httpAnswer {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		a, err := lc.postAt(i, path, body)
+		switch {
+		case err != nil && a.code == 0:
+			// The node itself answers; a connection error is a failure.
+			t.Fatalf("POST %s at n%d: %v\n%s", path, i+1, err, lc.logs())
+		case a.code != http.StatusServiceUnavailable || a.body["code"] != "not_leader":
+			return a
+		}
+		check(a)
+		if time.Now().After(deadline) {
+			t.Fatalf("POST %s at n%d: still %d %s after %v\n%s", path, i+1, a.code, a.raw, d, lc.logs())
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// Three nodes: HTTP acquires, a waiting acquire and releases sent to a
+// follower are forwarded to the leader and answered by it. After the
+// leader is killed, the follower's answers name no dead leader, and once
+// another leads they reach it.
+func TestClusterHTTPForward(t *testing.T) {
+	lc := startCluster(t, 3)
+	lead, ok := lc.leader(all(3), 30*time.Second)
+	if !ok {
+		t.Fatalf("no leader:\n%s", lc.logs())
+	}
+	f := (lead + 1) % 3
+	none := func(a httpAnswer) {}
+	acq := lc.postUntilServed(t, f, "/api/v1/locks/acquire",
+		`{"key":"k","owner":"w1","client_id":"c1","duration_ms":60000}`, 30*time.Second, none)
+	if acq.code != http.StatusOK {
+		t.Fatalf("acquire through the follower: %d %s", acq.code, acq.raw)
+	}
+
+	// A waiting acquire through the follower, granted by a release
+	// through the follower.
+	waited := make(chan httpAnswer, 1)
+	go func() {
+		a, err := lc.postAt(f, "/api/v1/locks/acquire", `{"key":"k","owner":"w2","client_id":"c2","wait_ms":30000}`)
+		if err != nil {
+			a.raw = err.Error()
+		}
+		waited <- a
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		// The leader's listing shows w2 waiting once its acquire parked.
+		resp, err := http.Get("http://" + lc.addrs(lead).HTTP + "/api/v1/locks/observability?prefix=k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if bytes.Contains(b, []byte(`"w2"`)) { // only its queue entry names it
+
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("w2 does not wait at the leader: %s", b)
+		}
+		time.Sleep(pollEvery)
+	}
+	rel, err := lc.postAt(f, "/api/v1/locks/release", `{"key":"k","owner":"w1","client_id":"c1"}`)
+	if err != nil || rel.code != http.StatusOK {
+		t.Fatalf("release through the follower: %+v, %v", rel, err)
+	}
+	if a := <-waited; a.code != http.StatusOK || a.body["lock"] == nil {
+		t.Fatalf("waiting acquire through the follower: %d %s", a.code, a.raw)
+	}
+	if rel, err := lc.postAt(f, "/api/v1/locks/release", `{"key":"k","owner":"w2","client_id":"c2"}`); err != nil || rel.code != http.StatusOK {
+		t.Fatalf("second release through the follower: %+v, %v", rel, err)
+	}
+
+	// The leader dies.
+	dead := lc.addrs(lead).HTTP
+	lc.kill(lead)
+	rest := []int{}
+	for i := range 3 {
+		if i != lead {
+			rest = append(rest, i)
+		}
+	}
+	noDead := func(a httpAnswer) {
+		if a.body["leader_http"] == dead {
+			t.Errorf("n%d names the dead leader's HTTP API: %s", f+1, a.raw)
+		}
+	}
+	got := lc.postUntilServed(t, f, "/api/v1/locks/acquire", `{"key":"after","owner":"w3","duration_ms":60000}`,
+		30*time.Second, noDead)
+	if got.code != http.StatusOK {
+		t.Fatalf("acquire through n%d after the kill: %d %s", f+1, got.code, got.raw)
+	}
+	next, ok := lc.leader(rest, 30*time.Second)
+	if !ok {
+		t.Fatalf("no leader after the kill:\n%s", lc.logs())
+	}
+	// A new leader leads: every answer of either node is served.
+	for _, i := range rest {
+		a, err := lc.postAt(i, "/api/v1/locks/release", `{"key":"after","owner":"w3"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == rest[0] && a.code != http.StatusOK || i == rest[1] && a.code != http.StatusConflict {
+			t.Errorf("release at n%d (leader n%d): %d %s", i+1, next+1, a.code, a.raw)
+		}
+		noDead(a)
+	}
+}
