@@ -51,6 +51,9 @@ type Server struct {
 
 	conns connCount // connections accepted and not yet closed
 
+	lmu  sync.Mutex
+	lost chan struct{} // closed, and replaced, when the node stops leading its cluster
+
 	stopping    chan struct{} // closed when Shutdown or Close begins
 	stopOnce    sync.Once
 	finishOnce  sync.Once
@@ -69,7 +72,7 @@ func New(n *mutex.Node, cfg Config) (*Server, error) {
 	s := &Server{
 		node: n, cfg: cfg, log: serve.Discard(cfg.Logger),
 		clients: make(map[clientKey]*client), bySession: make(map[uint64]*client), anon: make(map[string]*client),
-		stopping: make(chan struct{}),
+		stopping: make(chan struct{}), lost: make(chan struct{}),
 	}
 	s.conns.zero.L = &s.conns.mu
 	dropped := prometheus.NewCounter(prometheus.CounterOpts{
@@ -94,6 +97,9 @@ func New(n *mutex.Node, cfg Config) (*Server, error) {
 		}
 	}
 	s.hub = newHub(cfg.RingSize, cfg.SubscriberLag, cfg.FlushInterval, uint64(max(n.Now().UnixMicro(), 0)), dropped.Inc)
+	if n.Replicated() {
+		s.hub.replaced, s.hub.floor = n.Replaced, 0 // ids from the log: the floor comes with the first event
+	}
 	s.adoptAll(n.Snapshot().Sessions)
 	s.stopObserve = n.Observe(s.observe)
 	s.handler = s.forwarding(s.guard(s.routes()))
@@ -123,6 +129,23 @@ func (s *Server) observe(ev mutex.Event) {
 		id = c.id
 	}
 	s.hub.observe(ev, id)
+}
+
+// LeaderLost tells the server that its node of a cluster no longer leads
+// it: every event stream ends, with a ": not leader" comment, so that
+// its subscriber resumes with Last-Event-ID where the cluster now leads.
+func (s *Server) LeaderLost() {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	close(s.lost)
+	s.lost = make(chan struct{})
+}
+
+// leadership returns the channel that the next LeaderLost closes.
+func (s *Server) leadership() <-chan struct{} {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	return s.lost
 }
 
 // keepAnonymous touches the anonymous sessions until the server stops.

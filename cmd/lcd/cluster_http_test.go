@@ -1,13 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/locking-center/locking-center/manager"
 )
 
 // httpAnswer is what the tests read of an HTTP API answer.
@@ -149,5 +155,126 @@ func TestClusterHTTPForward(t *testing.T) {
 			t.Errorf("release at n%d (leader n%d): %d %s", i+1, next+1, a.code, a.raw)
 		}
 		noDead(a)
+	}
+}
+
+// sseEvent is one event of a stream, or the comment that ended it.
+type sseEvent struct {
+	id, data, comment string
+}
+
+// subscribeAt opens node i's event stream, resuming after lastID when
+// it is not "", and returns its events and comments as they come; the
+// channel closes when the stream ends.
+func (lc *lcdCluster) subscribeAt(t *testing.T, i int, lastID string) <-chan sseEvent {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+lc.addrs(i).HTTP+"/api/v1/locks/subscribe", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("subscribe at n%d: %d %s", i+1, resp.StatusCode, b)
+	}
+	out := make(chan sseEvent, 64)
+	t.Cleanup(func() { resp.Body.Close() })
+	go func() {
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "id: "):
+				ev.id = line[4:]
+			case strings.HasPrefix(line, "data: "):
+				ev.data = line[6:]
+			case strings.HasPrefix(line, ": ") && line != ": connected" && line != ": keep-alive":
+				out <- sseEvent{comment: line}
+			case line == "" && ev.id != "":
+				out <- ev
+				ev = sseEvent{}
+			}
+		}
+	}()
+	return out
+}
+
+// next returns the next event or comment of a stream, failing t when
+// none comes within a minute or the stream ended.
+func next(t *testing.T, ch <-chan sseEvent) sseEvent {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		if !ok {
+			t.Fatal("the stream ended")
+		}
+		return ev
+	case <-time.After(time.Minute):
+		t.Fatal("no event within a minute")
+	}
+	return sseEvent{}
+}
+
+// An event stream at the leader ends with ": not leader" when the leader
+// hands its leadership on; resumed at another node with the id of an
+// event before the last it had, it goes on with the same events under the
+// same ids, then those made since, with nothing missed.
+func TestClusterHTTPStreamFailover(t *testing.T) {
+	lc := startCluster(t, 3)
+	lead, ok := lc.leader(all(3), 30*time.Second)
+	if !ok {
+		t.Fatalf("no leader:\n%s", lc.logs())
+	}
+	stream := lc.subscribeAt(t, lead, "")
+	for _, p := range []struct{ path, body string }{
+		{"/api/v1/locks/acquire", `{"key":"k1","owner":"w1"}`},
+		{"/api/v1/locks/release", `{"key":"k1","owner":"w1"}`},
+	} {
+		if a, err := lc.postAt(lead, p.path, p.body); err != nil || a.code != http.StatusOK {
+			t.Fatalf("%s: %+v, %v", p.path, a, err)
+		}
+	}
+	first, second := next(t, stream), next(t, stream)
+	if !strings.Contains(first.data, `"acquired"`) || !strings.Contains(second.data, `"released"`) {
+		t.Fatalf("events at the leader: %+v, %+v", first, second)
+	}
+
+	other := (lead + 1) % 3
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := (&manager.Client{Addr: lc.addrs(lead).Manager}).TransferLeadership(ctx, lc.node(other).id); err != nil {
+		t.Fatalf("transfer to %s: %v\n%s", lc.node(other).id, err, lc.logs())
+	}
+	if end := next(t, stream); !strings.HasPrefix(end.comment, ": not leader") {
+		t.Fatalf("the old leader's stream went on with %+v", end)
+	}
+	if ev, ok := <-stream; ok {
+		t.Fatalf("after its end, the stream carried %+v", ev)
+	}
+	if _, ok := lc.leader(all(3), 30*time.Second); !ok {
+		t.Fatalf("no leader after the transfer:\n%s", lc.logs())
+	}
+	// An event made while no stream was open.
+	lc.postUntilServed(t, other, "/api/v1/locks/acquire", `{"key":"k2","owner":"w2"}`, 30*time.Second, func(httpAnswer) {})
+
+	// Resumed at the old leader, a follower now, which forwards it.
+	resumed := lc.subscribeAt(t, lead, first.id)
+	if got := next(t, resumed); got != second {
+		t.Fatalf("resumed with %+v, want %+v", got, second)
+	}
+	got := next(t, resumed)
+	gotID, _ := strconv.ParseUint(got.id, 10, 64)
+	secondID, _ := strconv.ParseUint(second.id, 10, 64)
+	if !strings.Contains(got.data, `"key":"k2"`) || gotID <= secondID {
+		t.Fatalf("then %+v, want the acquire of k2 after id %s", got, second.id)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -54,6 +55,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		cl         *cluster.Cluster
 		lns        []net.Listener
 		sessionSrv *session.Server
+		apiSrv     atomic.Pointer[httpapi.Server] // for OnLeader, which raft may call before the API is made
 	)
 	bindings := []binding{
 		{cfg.BindAddress, oneshot.Listen},
@@ -83,6 +85,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		cc.OnLeader = func(leader bool) {
 			if !leader {
 				sessionSrv.LeaderLost()
+				if a := apiSrv.Load(); a != nil {
+					a.LeaderLost()
+				}
 			}
 		}
 		if cc.ClientAddress, err = advertised(cc, lns[0].Addr()); err != nil {
@@ -183,6 +188,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return &exitError{code: exitUsage, err: err}
 		}
 		defer api.Close()
+		apiSrv.Store(api)
 		httpAddr = lns[3].Addr().String()
 	}
 	log.Info("lcd started", append(attrs,
