@@ -483,6 +483,12 @@ func (c *Cluster) leader() Peer {
 	return p
 }
 
+// ID returns this node's id.
+func (c *Cluster) ID() string { return c.cfg.NodeID }
+
+// LeaderID returns the id of the leader this node knows, "" for none.
+func (c *Cluster) LeaderID() string { return c.leaderID() }
+
 // HTTPAddress returns this node's HTTP address as it records it, "" when
 // it has no HTTP API.
 func (c *Cluster) HTTPAddress() string { return c.cfg.HTTPAddress }

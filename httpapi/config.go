@@ -124,6 +124,9 @@ type Config struct {
 	// (docs/http.md, "In a cluster"). Nil: none, as on a single node; a
 	// node of a cluster without it answers them 503 not_leader.
 	Forward *Forwarding
+	// Node, on a node of a cluster, says which node this is and which
+	// leads, for GET /node and the status page. Nil: a single node.
+	Node func() NodeInfo
 	// Middleware wraps the API's handler, first element outermost: the
 	// place for authentication, limits and logging of requests.
 	Middleware []func(http.Handler) http.Handler

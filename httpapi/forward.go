@@ -93,3 +93,23 @@ func (s *Server) leaderHTTP() string {
 	}
 	return ""
 }
+
+// NodeInfo is what GET /node says of the node that answers.
+type NodeInfo struct {
+	Cluster  bool   `json:"cluster"`             // a node of a cluster
+	ID       string `json:"id,omitempty"`        // its node id
+	Leading  bool   `json:"leading"`             // it leads and serves (always on a single node)
+	LeaderID string `json:"leader_id,omitempty"` // the id of the node that leads, when one is known
+}
+
+// nodeInfo serves GET /node: this node's NodeInfo. It is the node's own, never
+// forwarded, and open like /healthz: it names node ids only.
+func (s *Server) nodeInfo(w http.ResponseWriter, _ *http.Request) {
+	info := NodeInfo{Leading: true}
+	if s.cfg.Node != nil {
+		info = s.cfg.Node()
+		info.Cluster = true
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	writeJSON(w, http.StatusOK, &info)
+}

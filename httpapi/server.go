@@ -280,6 +280,7 @@ func (s *Server) routes() http.Handler {
 	}
 	handle(http.MethodGet, "/healthz", s.health(false))
 	handle(http.MethodGet, "/readyz", s.health(true))
+	handle(http.MethodGet, "/node", s.nodeInfo)
 	ui, _ := fs.Sub(uiFiles, "ui")
 	files := http.FileServerFS(ui)
 	handle(http.MethodGet, "/{$}", func(w http.ResponseWriter, r *http.Request) {

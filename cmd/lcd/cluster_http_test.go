@@ -83,6 +83,25 @@ func TestClusterHTTPForward(t *testing.T) {
 		t.Fatalf("acquire through the follower: %d %s", acq.code, acq.raw)
 	}
 
+	// Each node's GET /node, which the status page shows, is its own.
+	for _, i := range []int{lead, f} {
+		resp, err := http.Get("http://" + lc.addrs(i).HTTP + "/node")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info struct {
+			Cluster  bool   `json:"cluster"`
+			ID       string `json:"id"`
+			Leading  bool   `json:"leading"`
+			LeaderID string `json:"leader_id"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&info)
+		resp.Body.Close()
+		if err != nil || !info.Cluster || info.ID != lc.node(i).id || info.Leading != (i == lead) || info.LeaderID != lc.node(lead).id {
+			t.Errorf("GET /node at n%d (leader n%d): %+v, %v", i+1, lead+1, info, err)
+		}
+	}
+
 	// A waiting acquire through the follower, granted by a release
 	// through the follower.
 	waited := make(chan httpAnswer, 1)

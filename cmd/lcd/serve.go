@@ -184,6 +184,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			SessionTTL: cfg.HTTPSessionTTL, LockDelay: cfg.LockDelay, HeaderTimeout: cfg.HeaderTimeout,
 			Version: version, Registerer: reg, Metrics: promHandler, Logger: log,
 			Tokens: sec.tokens(), Rates: sec.rates, Forward: forwarding(cl, tr),
+			Node: nodeInfo(cl, node),
 		}); err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
@@ -388,6 +389,17 @@ func forwarding(cl *cluster.Cluster, tr *transport) *httpapi.Forwarding {
 		}
 	}
 	return &httpapi.Forwarding{Leader: cl.LeaderHTTP, Self: cl.HTTPAddress(), TLS: tr.store != nil, Transport: t}
+}
+
+// nodeInfo returns what the HTTP API's GET /node says of a cluster node;
+// nil for a single node.
+func nodeInfo(cl *cluster.Cluster, node *mutex.Node) func() httpapi.NodeInfo {
+	if cl == nil {
+		return nil
+	}
+	return func() httpapi.NodeInfo {
+		return httpapi.NodeInfo{ID: cl.ID(), Leading: node.IsLeader(), LeaderID: cl.LeaderID()}
+	}
 }
 
 // forwardDialTimeout bounds the connect and handshake of a forwarded
