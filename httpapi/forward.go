@@ -68,7 +68,7 @@ func (s *Server) forwarding(next http.Handler) http.Handler {
 		},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, "/api/") || strings.HasSuffix(r.URL.Path, "/metrics") || s.node.IsLeader() {
+		if !strings.HasPrefix(r.URL.Path, "/api/") || strings.HasSuffix(r.URL.Path, "/metrics") || s.serves() {
 			next.ServeHTTP(w, r)
 			return
 		}

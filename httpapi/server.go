@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/locking-center/locking-center/internal/serve"
@@ -51,8 +52,9 @@ type Server struct {
 
 	conns connCount // connections accepted and not yet closed
 
-	lmu  sync.Mutex
-	lost chan struct{} // closed, and replaced, when the node stops leading its cluster
+	lmu     sync.Mutex
+	lost    chan struct{} // closed, and replaced, when the node stops leading its cluster
+	leading atomic.Bool   // a cluster node's: between LeaderGained and LeaderLost
 
 	stopping    chan struct{} // closed when Shutdown or Close begins
 	stopOnce    sync.Once
@@ -131,14 +133,39 @@ func (s *Server) observe(ev mutex.Event) {
 	s.hub.observe(ev, id)
 }
 
+// LeaderGained tells the server that its node now leads its cluster (call
+// it after the node's SetLeader(true)): it takes over the sessions of the
+// HTTP clients that the table holds, wherever they were opened, as after
+// a restart with a write-ahead log, and then serves the API. Until then a
+// node of a cluster (Config.Forward set) answers 503 not_leader. Calling
+// it again adopts only sessions it does not know.
+func (s *Server) LeaderGained() {
+	s.adoptAll(s.node.Snapshot().Sessions)
+	s.leading.Store(true)
+}
+
 // LeaderLost tells the server that its node of a cluster no longer leads
-// it: every event stream ends, with a ": not leader" comment, so that
-// its subscriber resumes with Last-Event-ID where the cluster now leads.
+// it: it forgets its clients (the next leader takes their sessions over),
+// and every event stream ends, with a ": not leader" comment, so that its
+// subscriber resumes with Last-Event-ID where the cluster now leads.
 func (s *Server) LeaderLost() {
+	s.leading.Store(false)
+	s.mu.Lock()
+	clear(s.clients)
+	clear(s.bySession)
+	clear(s.anon)
+	s.mu.Unlock()
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
 	close(s.lost)
 	s.lost = make(chan struct{})
+}
+
+// serves reports whether this node serves the API itself: a single node,
+// or a node of a cluster that leads and has taken over its clients'
+// sessions (LeaderGained).
+func (s *Server) serves() bool {
+	return s.node.IsLeader() && (s.cfg.Forward == nil || s.leading.Load())
 }
 
 // leadership returns the channel that the next LeaderLost closes.

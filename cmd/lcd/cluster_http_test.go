@@ -23,10 +23,13 @@ type httpAnswer struct {
 	raw  string
 }
 
-// postAt posts body to path at node i's HTTP API.
+// postAt posts body to path at node i's HTTP API (under TLS with lc.tls).
 func (lc *lcdCluster) postAt(i int, path, body string) (httpAnswer, error) {
-	resp, err := (&http.Client{Timeout: time.Minute}).Post("http://"+lc.addrs(i).HTTP+path, "application/json",
-		bytes.NewBufferString(body))
+	scheme, cl := "http", &http.Client{Timeout: time.Minute}
+	if lc.tls != nil {
+		scheme, cl.Transport = "https", &http.Transport{TLSClientConfig: lc.tls}
+	}
+	resp, err := cl.Post(scheme+"://"+lc.addrs(i).HTTP+path, "application/json", bytes.NewBufferString(body))
 	if err != nil {
 		return httpAnswer{}, err
 	}
@@ -67,8 +70,9 @@ func (lc *lcdCluster) postUntilServed(t *testing.T, i int, path, body string, d 
 
 // Three nodes: HTTP acquires, a waiting acquire and releases sent to a
 // follower are forwarded to the leader and answered by it. After the
-// leader is killed, the follower's answers name no dead leader, and once
-// another leads they reach it.
+// leader is killed, the follower's answers name no dead leader, once
+// another leads they reach it, and a client's lock taken before is still
+// the client's.
 func TestClusterHTTPForward(t *testing.T) {
 	lc := startCluster(t, 3)
 	lead, ok := lc.leader(all(3), 30*time.Second)
@@ -141,6 +145,12 @@ func TestClusterHTTPForward(t *testing.T) {
 		t.Fatalf("second release through the follower: %+v, %v", rel, err)
 	}
 
+	// A client's lock that outlives the leader: its session is in the
+	// table, and the next leader takes it over.
+	if a, err := lc.postAt(f, "/api/v1/locks/acquire", `{"key":"kept","owner":"w4","client_id":"c4"}`); err != nil || a.code != http.StatusOK {
+		t.Fatalf("acquire of kept: %+v, %v", a, err)
+	}
+
 	// The leader dies.
 	dead := lc.addrs(lead).HTTP
 	lc.kill(lead)
@@ -163,6 +173,15 @@ func TestClusterHTTPForward(t *testing.T) {
 	next, ok := lc.leader(rest, 30*time.Second)
 	if !ok {
 		t.Fatalf("no leader after the kill:\n%s", lc.logs())
+	}
+	// The client's session and lock are the new leader's.
+	for _, p := range []struct{ path, body string }{
+		{"/api/v1/locks/heartbeat", `{"client_id":"c4"}`},
+		{"/api/v1/locks/release", `{"key":"kept","owner":"w4","client_id":"c4"}`},
+	} {
+		if a, err := lc.postAt(f, p.path, p.body); err != nil || a.code != http.StatusOK {
+			t.Errorf("%s after the failover: %+v, %v", p.path, a, err)
+		}
 	}
 	// A new leader leads: every answer of either node is served.
 	for _, i := range rest {

@@ -83,9 +83,13 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		cc.Logger = log
 		cc.TLS = tr.cluster()
 		cc.OnLeader = func(leader bool) {
-			if !leader {
+			a := apiSrv.Load()
+			switch {
+			case leader && a != nil:
+				a.LeaderGained()
+			case !leader:
 				sessionSrv.LeaderLost()
-				if a := apiSrv.Load(); a != nil {
+				if a != nil {
 					a.LeaderLost()
 				}
 			}
@@ -190,6 +194,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		defer api.Close()
 		apiSrv.Store(api)
+		if cl != nil && node.IsLeader() {
+			api.LeaderGained() // it may have led before the API was made, and OnLeader gone unheard
+		}
 		httpAddr = lns[3].Addr().String()
 	}
 	log.Info("lcd started", append(attrs,
