@@ -265,7 +265,8 @@ func next(t *testing.T, ch <-chan sseEvent) sseEvent {
 // An event stream at the leader ends with ": not leader" when the leader
 // hands its leadership on; resumed at another node with the id of an
 // event before the last it had, it goes on with the same events under the
-// same ids, then those made since, with nothing missed.
+// same ids, then those made since, with nothing missed. An acquire that
+// waited at the old leader is answered 503 not_leader.
 func TestClusterHTTPStreamFailover(t *testing.T) {
 	lc := startCluster(t, 3)
 	lead, ok := lc.leader(all(3), 30*time.Second)
@@ -286,6 +287,39 @@ func TestClusterHTTPStreamFailover(t *testing.T) {
 		t.Fatalf("events at the leader: %+v, %+v", first, second)
 	}
 
+	// A waiting acquire at the leader.
+	if a, err := lc.postAt(lead, "/api/v1/locks/acquire", `{"key":"k3","owner":"w1"}`); err != nil || a.code != http.StatusOK {
+		t.Fatalf("acquire of k3: %+v, %v", a, err)
+	}
+	waited := make(chan httpAnswer, 1)
+	go func() {
+		a, err := lc.postAt(lead, "/api/v1/locks/acquire", `{"key":"k3","owner":"w5","client_id":"c5","wait_ms":600000}`)
+		if err != nil {
+			a.raw = err.Error()
+		}
+		waited <- a
+	}()
+	third := next(t, stream)
+	if !strings.Contains(third.data, `"acquired"`) || !strings.Contains(third.data, `"key":"k3"`) {
+		t.Fatalf("event %+v, want the acquire of k3", third)
+	}
+	parked := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + lc.addrs(lead).HTTP + "/api/v1/locks/observability?prefix=k3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if bytes.Contains(b, []byte(`"w5"`)) {
+			break
+		}
+		if time.Now().After(parked) {
+			t.Fatalf("w5 does not wait: %s", b)
+		}
+		time.Sleep(pollEvery)
+	}
+
 	other := (lead + 1) % 3
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -298,6 +332,9 @@ func TestClusterHTTPStreamFailover(t *testing.T) {
 	if ev, ok := <-stream; ok {
 		t.Fatalf("after its end, the stream carried %+v", ev)
 	}
+	if a := <-waited; a.code != http.StatusServiceUnavailable || a.body["code"] != "not_leader" {
+		t.Errorf("the acquire that waited at the old leader: %d %s", a.code, a.raw)
+	}
 	if _, ok := lc.leader(all(3), 30*time.Second); !ok {
 		t.Fatalf("no leader after the transfer:\n%s", lc.logs())
 	}
@@ -306,13 +343,20 @@ func TestClusterHTTPStreamFailover(t *testing.T) {
 
 	// Resumed at the old leader, a follower now, which forwards it.
 	resumed := lc.subscribeAt(t, lead, first.id)
-	if got := next(t, resumed); got != second {
-		t.Fatalf("resumed with %+v, want %+v", got, second)
+	for _, want := range []sseEvent{second, third} {
+		if got := next(t, resumed); got != want {
+			t.Fatalf("resumed with %+v, want %+v", got, want)
+		}
 	}
-	got := next(t, resumed)
-	gotID, _ := strconv.ParseUint(got.id, 10, 64)
-	secondID, _ := strconv.ParseUint(second.id, 10, 64)
-	if !strings.Contains(got.data, `"key":"k2"`) || gotID <= secondID {
-		t.Fatalf("then %+v, want the acquire of k2 after id %s", got, second.id)
+	// Then what was made since, in order: the new leader's restart
+	// withdrew w5's acquire, and k2 was acquired.
+	last, _ := strconv.ParseUint(third.id, 10, 64)
+	for _, want := range []string{`"action":"withdrawn","key":"k3"`, `"action":"acquired","key":"k2"`} {
+		got := next(t, resumed)
+		id, _ := strconv.ParseUint(got.id, 10, 64)
+		if !strings.Contains(got.data, want) || id <= last {
+			t.Fatalf("then %+v, want %s after id %d", got, want, last)
+		}
+		last = id
 	}
 }
