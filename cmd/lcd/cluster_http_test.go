@@ -68,6 +68,36 @@ func (lc *lcdCluster) postUntilServed(t *testing.T, i int, path, body string, d 
 	}
 }
 
+// awaitParked posts the acquire body to node i and returns its answer's
+// channel once owner waits for key at node lead.
+func (lc *lcdCluster) awaitParked(t *testing.T, i, lead int, key, body, owner string) <-chan httpAnswer {
+	t.Helper()
+	waited := make(chan httpAnswer, 1)
+	go func() {
+		a, err := lc.postAt(i, "/api/v1/locks/acquire", body)
+		if err != nil {
+			a.raw = err.Error()
+		}
+		waited <- a
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + lc.addrs(lead).HTTP + "/api/v1/locks/observability?prefix=" + key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if bytes.Contains(b, []byte(`"`+owner+`"`)) { // only its queue entry names it
+			return waited
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not wait at n%d: %s", owner, lead+1, b)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
 // Three nodes: HTTP acquires, a waiting acquire and releases sent to a
 // follower are forwarded to the leader and answered by it. After the
 // leader is killed, the follower's answers name no dead leader, once
@@ -108,32 +138,7 @@ func TestClusterHTTPForward(t *testing.T) {
 
 	// A waiting acquire through the follower, granted by a release
 	// through the follower.
-	waited := make(chan httpAnswer, 1)
-	go func() {
-		a, err := lc.postAt(f, "/api/v1/locks/acquire", `{"key":"k","owner":"w2","client_id":"c2","wait_ms":30000}`)
-		if err != nil {
-			a.raw = err.Error()
-		}
-		waited <- a
-	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		// The leader's listing shows w2 waiting once its acquire parked.
-		resp, err := http.Get("http://" + lc.addrs(lead).HTTP + "/api/v1/locks/observability?prefix=k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if bytes.Contains(b, []byte(`"w2"`)) { // only its queue entry names it
-
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("w2 does not wait at the leader: %s", b)
-		}
-		time.Sleep(pollEvery)
-	}
+	waited := lc.awaitParked(t, f, lead, "k", `{"key":"k","owner":"w2","client_id":"c2","wait_ms":30000}`, "w2")
 	rel, err := lc.postAt(f, "/api/v1/locks/release", `{"key":"k","owner":"w1","client_id":"c1"}`)
 	if err != nil || rel.code != http.StatusOK {
 		t.Fatalf("release through the follower: %+v, %v", rel, err)
@@ -291,33 +296,10 @@ func TestClusterHTTPStreamFailover(t *testing.T) {
 	if a, err := lc.postAt(lead, "/api/v1/locks/acquire", `{"key":"k3","owner":"w1"}`); err != nil || a.code != http.StatusOK {
 		t.Fatalf("acquire of k3: %+v, %v", a, err)
 	}
-	waited := make(chan httpAnswer, 1)
-	go func() {
-		a, err := lc.postAt(lead, "/api/v1/locks/acquire", `{"key":"k3","owner":"w5","client_id":"c5","wait_ms":600000}`)
-		if err != nil {
-			a.raw = err.Error()
-		}
-		waited <- a
-	}()
+	waited := lc.awaitParked(t, lead, lead, "k3", `{"key":"k3","owner":"w5","client_id":"c5","wait_ms":600000}`, "w5")
 	third := next(t, stream)
 	if !strings.Contains(third.data, `"acquired"`) || !strings.Contains(third.data, `"key":"k3"`) {
 		t.Fatalf("event %+v, want the acquire of k3", third)
-	}
-	parked := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + lc.addrs(lead).HTTP + "/api/v1/locks/observability?prefix=k3")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if bytes.Contains(b, []byte(`"w5"`)) {
-			break
-		}
-		if time.Now().After(parked) {
-			t.Fatalf("w5 does not wait: %s", b)
-		}
-		time.Sleep(pollEvery)
 	}
 
 	other := (lead + 1) % 3
