@@ -46,13 +46,17 @@ func (s *Server) forwarding(next http.Handler) http.Handler {
 	if f.TLS {
 		scheme = "https"
 	}
+	by := f.Self // names the node that forwarded, for the leader's logs
+	if by == "" {
+		by = "unknown"
+	}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = scheme
 			pr.Out.URL.Host = pr.In.Context().Value(forwardTo{}).(string)
 			pr.Out.Host = ""
 			pr.SetXForwarded()
-			pr.Out.Header.Set(forwardedHeader, f.Self)
+			pr.Out.Header.Set(forwardedHeader, by)
 		},
 		Transport:     f.Transport,
 		FlushInterval: -1, // waiting acquires and event streams pass at once

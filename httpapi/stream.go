@@ -54,7 +54,7 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.hub.leave(sub)
-	if s.node.Replicated() && !s.node.IsLeader() {
+	if s.node.Replicated() && !s.serves() {
 		// It stopped leading since the request was let in: a follower's
 		// stream would follow a log that may have moved on elsewhere.
 		s.notLeader(w)
