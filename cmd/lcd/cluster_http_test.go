@@ -157,7 +157,7 @@ func TestClusterHTTPForward(t *testing.T) {
 	}
 
 	// The leader dies.
-	dead := lc.addrs(lead).HTTP
+	dead, deadMutex := lc.addrs(lead).HTTP, lc.addrs(lead).Mutex
 	lc.kill(lead)
 	rest := []int{}
 	for i := range 3 {
@@ -166,8 +166,8 @@ func TestClusterHTTPForward(t *testing.T) {
 		}
 	}
 	noDead := func(a httpAnswer) {
-		if a.body["leader_http"] == dead {
-			t.Errorf("n%d names the dead leader's HTTP API: %s", f+1, a.raw)
+		if a.body["leader_http"] == dead || a.body["leader"] == deadMutex {
+			t.Errorf("n%d names the dead leader: %s", f+1, a.raw)
 		}
 	}
 	got := lc.postUntilServed(t, f, "/api/v1/locks/acquire", `{"key":"after","owner":"w3","duration_ms":60000}`,
