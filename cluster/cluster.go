@@ -138,7 +138,7 @@ func (c *Cluster) Start(n *mutex.Node) (err error) {
 	for _, p := range c.cfg.Peers {
 		c.fsm.seeded[p.ID] = p
 	}
-	c.fsm.seeded[c.cfg.NodeID] = Peer{ID: c.cfg.NodeID, RaftAddress: c.cfg.RaftAdvertise, ClientAddress: c.cfg.ClientAddress}
+	c.fsm.seeded[c.cfg.NodeID] = c.self()
 	ln := c.cfg.RaftListener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", c.cfg.RaftBind); err != nil {
@@ -459,19 +459,43 @@ func (c *Cluster) appliedThrough(idx uint64) bool {
 
 // Leader returns the client address of the cluster's leader, "" when none
 // is known.
-func (c *Cluster) Leader() string {
+func (c *Cluster) Leader() string { return c.leader().ClientAddress }
+
+// LeaderHTTP returns the HTTP address of the cluster's leader, "" when
+// no leader is known or the log records no HTTP address for it.
+func (c *Cluster) LeaderHTTP() string { return c.leader().HTTPAddress }
+
+// leader returns the leader as the log records it, this node as it is
+// configured (the log may still record addresses of an earlier run);
+// the zero Peer when no leader is known.
+func (c *Cluster) leader() Peer {
 	if c.raft == nil {
-		return ""
+		return Peer{}
 	}
 	_, id := c.raft.LeaderWithID()
 	switch string(id) {
 	case "":
-		return ""
+		return Peer{}
 	case c.cfg.NodeID:
-		return c.cfg.ClientAddress // the log may still record an address of an earlier run
+		return c.self()
 	}
 	p, _ := c.fsm.member(string(id))
-	return p.ClientAddress
+	return p
+}
+
+// ID returns this node's id.
+func (c *Cluster) ID() string { return c.cfg.NodeID }
+
+// LeaderID returns the id of the leader this node knows, "" for none.
+func (c *Cluster) LeaderID() string { return c.leaderID() }
+
+// HTTPAddress returns this node's HTTP address as it records it, "" when
+// it has no HTTP API.
+func (c *Cluster) HTTPAddress() string { return c.cfg.HTTPAddress }
+
+// self returns this node as it records itself in the log.
+func (c *Cluster) self() Peer {
+	return Peer{ID: c.cfg.NodeID, RaftAddress: c.cfg.RaftAdvertise, ClientAddress: c.cfg.ClientAddress, HTTPAddress: c.cfg.HTTPAddress}
 }
 
 // --- leadership ---
@@ -549,7 +573,7 @@ func (c *Cluster) stepDown() {
 // other addresses for it, and for each peer of the bootstrap configuration
 // that the log records none for.
 func (c *Cluster) recordMembers() {
-	want := []Peer{{ID: c.cfg.NodeID, RaftAddress: c.cfg.RaftAdvertise, ClientAddress: c.cfg.ClientAddress}}
+	want := []Peer{c.self()}
 	for _, p := range c.cfg.Peers {
 		if p.ID != c.cfg.NodeID {
 			want = append(want, p)
@@ -578,7 +602,10 @@ type Status struct {
 	Ready    bool   `json:"ready"`     // a leader whose restart applied: it serves (see leads)
 	Leader   string `json:"leader"`    // the leader's client address; "" when none is known
 	LeaderID string `json:"leader_id"` // the leader's node id
-	Term     uint64 `json:"term"`
+	// LeaderHTTP is the leader's HTTP address as the log records it; ""
+	// when none is known.
+	LeaderHTTP string `json:"leader_http,omitempty"`
+	Term       uint64 `json:"term"`
 	// LastIndex is the last entry in this node's log; CommitIndex the last
 	// it knows committed; AppliedIndex the last applied to its table.
 	LastIndex    uint64 `json:"last_index"`
@@ -619,7 +646,7 @@ func (c *Cluster) Ready() bool { return c.leads() && c.VerifyLeader() == nil && 
 // digest too, which costs a copy of the table.
 func (c *Cluster) Status(digest bool) Status {
 	_, id := c.raft.LeaderWithID()
-	st := Status{ID: c.cfg.NodeID, State: c.raft.State().String(), Ready: c.leads(), Leader: c.Leader(),
+	st := Status{ID: c.cfg.NodeID, State: c.raft.State().String(), Ready: c.leads(), Leader: c.Leader(), LeaderHTTP: c.LeaderHTTP(),
 		LeaderID: string(id), Term: c.raft.CurrentTerm(), LastIndex: c.raft.LastIndex(),
 		CommitIndex: c.raft.CommitIndex(), Members: c.knownMembers()}
 	if !digest {

@@ -106,7 +106,7 @@ func newTestClusterWith(t *testing.T, size int, ls LogStore, prepare func(*testN
 func newTestNode(t *testing.T, id string, ln net.Listener, changed chan struct{}) *testNode {
 	tn := &testNode{id: id, changed: changed}
 	tn.cfg = Config{NodeID: id, RaftBind: ln.Addr().String(), RaftListener: ln, Dir: t.TempDir(),
-		LogStore: testLogStore(t), ClientAddress: "client-" + id + ":1", ElectionTimeout: testElection,
+		LogStore: testLogStore(t), ClientAddress: "client-" + id + ":1", HTTPAddress: "http-" + id + ":3", ElectionTimeout: testElection,
 		Logger: testLogger(t).With("node", id),
 		OnLeader: func(l bool) {
 			tn.leading.Store(l)
@@ -326,9 +326,16 @@ func TestEntries(t *testing.T) {
 		e.cmd.Key != c.Key || !e.cmd.At.Equal(c.At) {
 		t.Fatalf("command entry: %+v, %v", e, err)
 	}
-	p := Peer{ID: "n1", RaftAddress: "10.0.0.1:7000", ClientAddress: "10.0.0.1:22119"}
+	p := Peer{ID: "n1", RaftAddress: "10.0.0.1:7000", ClientAddress: "10.0.0.1:22119", HTTPAddress: "10.0.0.1:22122"}
 	if e, err := decodeEntry(memberEntry(p)); err != nil || e.kind != entryMember || e.member != p {
 		t.Fatalf("member entry: %+v, %v", e, err)
+	}
+	// A record of a node without an HTTP address, as lcd wrote them
+	// before it recorded one.
+	old := append([]byte{entryMember}, `{"id":"n1","raft":"10.0.0.1:7000","client":"10.0.0.1:22119"}`...)
+	want := Peer{ID: "n1", RaftAddress: "10.0.0.1:7000", ClientAddress: "10.0.0.1:22119"}
+	if e, err := decodeEntry(old); err != nil || e.kind != entryMember || e.member != want {
+		t.Fatalf("member entry without an HTTP address: %+v, %v", e, err)
 	}
 	for _, b := range [][]byte{nil, {0}, {entryCommand}, {entryCommand, 1}, {entryCommand, 1, 1, 'x'},
 		{entryMember, '{', '}'}, {9, 1}} {

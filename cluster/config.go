@@ -53,6 +53,10 @@ type Peer struct {
 	// address a follower names when it sends a client to the leader, and
 	// where it forwards v1 requests.
 	ClientAddress string
+	// HTTPAddress is where clients reach its HTTP API, host:port: where a
+	// follower forwards HTTP requests. "" when the node has no HTTP API,
+	// or has not recorded it yet (RAFT_PEERS does not name it).
+	HTTPAddress string
 }
 
 // PeerTLS is the TLS of the connections between the nodes of a cluster
@@ -90,6 +94,9 @@ type Config struct {
 	// ClientAddress is where clients reach this node's mutex port; empty
 	// means this node's ClientAddress in Peers.
 	ClientAddress string
+	// HTTPAddress is where clients reach this node's HTTP API, recorded in
+	// the log beside ClientAddress; empty: it has none.
+	HTTPAddress string
 	// Dir holds the raft log and stable store (raft.db, or wal/, see
 	// LogStore) and the snapshots (snapshots/). It is created when
 	// missing.

@@ -51,6 +51,7 @@ type controlRequest struct {
 	ID     string `json:"id,omitempty"`
 	Raft   string `json:"raft,omitempty"`
 	Client string `json:"client,omitempty"`
+	HTTP   string `json:"http,omitempty"` // opMember: the HTTP address; lcd before it sends none
 	Voter  bool   `json:"voter,omitempty"`
 }
 
@@ -148,7 +149,7 @@ func (c *Cluster) execute(req *controlRequest) controlResponse {
 	switch req.Op {
 	case opMember:
 		var r controlResponse
-		r.Index, r.Recorded, err = c.recordMember(Peer{ID: req.ID, RaftAddress: req.Raft, ClientAddress: req.Client})
+		r.Index, r.Recorded, err = c.recordMember(Peer{ID: req.ID, RaftAddress: req.Raft, ClientAddress: req.Client, HTTPAddress: req.HTTP})
 		if err == nil {
 			return r
 		}

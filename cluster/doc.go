@@ -23,14 +23,16 @@
 //	   length and CRC32C, then the command's JSON). The proposer and
 //	   proposal tell the node that proposed it its own command; the
 //	   command carries its time, so applying it reads no clock.
-//	2  member: JSON {"id", "raft", "client"}: a node's raft address and the
-//	   client address of its mutex port. A leader writes its own when it
+//	2  member: JSON {"id", "raft", "client", "http"}: a node's raft address,
+//	   the client address of its mutex port and the address of its HTTP
+//	   API ("http" left out when it has none; records written before lcd
+//	   recorded it have none, and read so). A leader writes its own when it
 //	   takes over and the log records another or none, and one for each
 //	   bootstrap peer the log has none of; a follower whose record differs
 //	   from its settings (it came back on another address, or joined
 //	   without one) asks the leader to write its own, over the control
 //	   protocol below. Nodes name the leader's client address from these,
-//	   and forward v1 requests there.
+//	   and forward v1 requests there, and HTTP requests to its "http".
 //	3  forget: JSON {"id"}: the member of id was removed; its record goes.
 //
 // A leader proposes only entries it encoded, so an entry that does not
@@ -75,7 +77,7 @@
 // connection starts with 0xC1. Then one request and one response, each a
 // 4-byte big-endian length (at most 65,536) and that many bytes of JSON:
 //
-//	request  {"op", "id", "raft", "client", "voter"}
+//	request  {"op", "id", "raft", "client", "http", "voter"}
 //	response {"code", "error", "leader", "node", "index", "recorded"}
 //
 // An empty code is success; otherwise code is one of not_leader (leader
@@ -86,7 +88,8 @@
 //	status    any node: "node" is {"id", "state", "term", "last_contact"
 //	          (nanoseconds since it heard from a leader; 0 on the leader,
 //	          -1 never), "applied", "client"}
-//	member    leader: record the member id's raft and client addresses;
+//	member    leader: record the member id's raft, client and HTTP
+//	          addresses (a request without "http" records none);
 //	          "recorded" is true when it wrote an entry for them, and
 //	          "index" the position by which its log records them (that
 //	          entry, or the last it applied when it held them already).

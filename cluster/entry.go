@@ -37,15 +37,28 @@ func appendCommandEntry(b []byte, c *mutex.Command) []byte {
 }
 
 // memberJSON is a member entry's payload.
+// HTTP is absent from the records of lcd before the HTTP address was
+// recorded: those decode with HTTPAddress "".
 type memberJSON struct {
 	ID     string `json:"id"`
 	Raft   string `json:"raft"`
 	Client string `json:"client"`
+	HTTP   string `json:"http,omitempty"`
+}
+
+// toJSON returns p's record.
+func (p Peer) toJSON() memberJSON {
+	return memberJSON{ID: p.ID, Raft: p.RaftAddress, Client: p.ClientAddress, HTTP: p.HTTPAddress}
+}
+
+// peer returns the peer m records.
+func (m memberJSON) peer() Peer {
+	return Peer{ID: m.ID, RaftAddress: m.Raft, ClientAddress: m.Client, HTTPAddress: m.HTTP}
 }
 
 // memberEntry returns the entry that records p.
 func memberEntry(p Peer) []byte {
-	b, _ := json.Marshal(memberJSON{ID: p.ID, Raft: p.RaftAddress, Client: p.ClientAddress})
+	b, _ := json.Marshal(p.toJSON())
 	return append([]byte{entryMember}, b...)
 }
 
@@ -83,7 +96,7 @@ func decodeEntry(b []byte) (entry, error) {
 		if err := json.Unmarshal(b[1:], &m); err != nil || m.ID == "" {
 			return entry{}, fmt.Errorf("%w: member: %v", errEntry, err)
 		}
-		return entry{kind: b[0], member: Peer{ID: m.ID, RaftAddress: m.Raft, ClientAddress: m.Client}}, nil
+		return entry{kind: b[0], member: m.peer()}, nil
 	}
 	return entry{}, fmt.Errorf("%w: kind %d", errEntry, b[0])
 }

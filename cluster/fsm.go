@@ -158,7 +158,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	h := snapshotHeader{Format: snapshotFormat, Index: f.applied.Load()}
 	for _, p := range f.memberList(false) {
-		h.Members = append(h.Members, memberJSON{ID: p.ID, Raft: p.RaftAddress, Client: p.ClientAddress})
+		h.Members = append(h.Members, p.toJSON())
 	}
 	return &snapshot{header: h, table: copyTable(f.node)}, nil
 }
@@ -177,7 +177,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mmu.Lock()
 	clear(f.members)
 	for _, m := range h.Members {
-		f.members[m.ID] = Peer{ID: m.ID, RaftAddress: m.Raft, ClientAddress: m.Client}
+		f.members[m.ID] = m.peer()
 	}
 	f.mmu.Unlock()
 	f.applied.Store(h.Index)

@@ -43,8 +43,10 @@ type Member struct {
 	// itself says when it answered, else what the log records; "" when
 	// neither knows.
 	ClientAddress string `json:"client"`
-	Voter         bool   `json:"voter"`  // false: a nonvoter, which follows the log but does not vote
-	Leader        bool   `json:"leader"` // the leader, as the asking node knows it
+	// HTTPAddress is its HTTP API as the log records it; "" when none is.
+	HTTPAddress string `json:"http,omitempty"`
+	Voter       bool   `json:"voter"`  // false: a nonvoter, which follows the log but does not vote
+	Leader      bool   `json:"leader"` // the leader, as the asking node knows it
 	// From the member itself, when it answered (Reachable):
 	Reachable bool   `json:"reachable"`
 	State     string `json:"state,omitempty"` // Leader, Follower, Candidate
@@ -64,7 +66,7 @@ type Member struct {
 func (c *Cluster) newMember(s raft.Server, leader string) Member {
 	rec, _ := c.fsm.member(string(s.ID))
 	m := Member{ID: string(s.ID), RaftAddress: string(s.Address), ClientAddress: rec.ClientAddress,
-		Voter: s.Suffrage == raft.Voter, Leader: string(s.ID) == leader}
+		HTTPAddress: rec.HTTPAddress, Voter: s.Suffrage == raft.Voter, Leader: string(s.ID) == leader}
 	m.setContact(-1)
 	return m
 }
@@ -209,6 +211,11 @@ func (c *Cluster) recordMember(p Peer) (index uint64, wrote bool, err error) {
 	}
 	if err := checkAddress("client address", p.ClientAddress); err != nil {
 		return 0, false, err
+	}
+	if p.HTTPAddress != "" {
+		if err := checkAddress("HTTP address", p.HTTPAddress); err != nil {
+			return 0, false, err
+		}
 	}
 	s, _, err := c.member(p.ID)
 	if err != nil {
@@ -504,7 +511,7 @@ func (c *Cluster) keepAddress() {
 		defer t.Stop()
 		ticks = t.C
 	}
-	self := Peer{ID: c.cfg.NodeID, RaftAddress: c.cfg.RaftAdvertise, ClientAddress: c.cfg.ClientAddress}
+	self := c.self()
 	var answered uint64 // the position the leader named in its last answer
 	told := false       // that this node was removed
 	for {
@@ -525,7 +532,7 @@ func (c *Cluster) keepAddress() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ForwardTimeout)
-		resp, err := c.atLeader(ctx, controlRequest{Op: opMember, ID: self.ID, Raft: self.RaftAddress, Client: self.ClientAddress}, nil)
+		resp, err := c.atLeader(ctx, controlRequest{Op: opMember, ID: self.ID, Raft: self.RaftAddress, Client: self.ClientAddress, HTTP: self.HTTPAddress}, nil)
 		cancel()
 		switch {
 		case err != nil:

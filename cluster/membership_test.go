@@ -56,6 +56,39 @@ func TestFollowerRecordsItsAddress(t *testing.T) {
 	}
 }
 
+// Every node names the leader's HTTP address as the log records it, and
+// once the leader is gone and another leads, the new one's, never the
+// old one's.
+func TestLeaderHTTPAddress(t *testing.T) {
+	nodes := newTestCluster(t, 3)
+	lead := awaitLeader(t, nodes)
+	for _, tn := range nodes {
+		eventually(t, tn.id+" names the leader's HTTP address", func() bool {
+			return tn.c.LeaderHTTP() == lead.cfg.HTTPAddress
+		})
+		eventually(t, tn.id+" lists every member's HTTP address", func() bool {
+			for _, m := range tn.c.Status(false).Members {
+				if m.HTTPAddress != "http-"+m.ID+":3" {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	lead.stop()
+	rest := followersOf(lead, nodes)
+	next := awaitLeader(t, rest)
+	for _, tn := range rest {
+		eventually(t, tn.id+" names the new leader", func() bool {
+			_, id := tn.c.raft.LeaderWithID()
+			return string(id) == next.id
+		})
+		if got := tn.c.LeaderHTTP(); got != next.cfg.HTTPAddress {
+			t.Errorf("%s names the leader's HTTP address %q, want %q", tn.id, got, next.cfg.HTTPAddress)
+		}
+	}
+}
+
 // logCounter is a slog handler that counts the records of each message
 // and passes them on to next.
 type logCounter struct {

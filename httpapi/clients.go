@@ -269,6 +269,9 @@ func (s *Server) adopt(id uint64, scope, name string, anonymous bool) bool {
 // account it is charged to.
 func (s *Server) adoptAll(sessions []mutex.SessionInfo) {
 	for _, si := range sessions {
+		if s.sessionClient(si.ID) != nil {
+			continue // adopted already
+		}
 		scope := ""
 		if s.cfg.Tokens != nil {
 			scope = si.Account

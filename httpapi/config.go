@@ -119,6 +119,14 @@ type Config struct {
 	// name, or without authentication the client's IP address), but for
 	// heartbeats: over it, 429 with Retry-After. Nil: no limit.
 	Rates *ratelimit.Rates
+	// Forward, on a node of a cluster, passes the requests under /api/
+	// (but the metrics) on to the leader whenever this node does not lead
+	// (docs/http.md, "In a cluster"). Nil: none, as on a single node; a
+	// node of a cluster without it answers them 503 not_leader.
+	Forward *Forwarding
+	// Node, on a node of a cluster, says which node this is and which
+	// leads, for GET /node and the status page. Nil: a single node.
+	Node func() NodeInfo
 	// Middleware wraps the API's handler, first element outermost: the
 	// place for authentication, limits and logging of requests.
 	Middleware []func(http.Handler) http.Handler

@@ -27,20 +27,30 @@ type eventJSON struct {
 // rawEvent is an event as the observer keeps it: formatting waits for the
 // fan-out goroutine, off the node's lock.
 type rawEvent struct {
-	id     uint64
+	seq    uint64 // the hub's own count
+	id     uint64 // the event's id, as the stream gives it
+	gap    bool   // the node made no events of the entries before this one's since the last
 	ev     mutex.Event
 	client string // the client_id of the event's session, if it is one of ours
 }
 
 // formatted is an event ready to be written: its SSE lines.
 type formatted struct {
+	seq uint64
 	id  uint64
+	gap bool
 	key string
 	b   []byte
 }
 
 // hub keeps the events of the table in a ring and hands them to the
 // stream's subscribers.
+//
+// The hub numbers events with its own sequence (seq), by which the rings
+// are indexed, and gives each an id for the stream: on a single node the
+// sequence itself, which starts at the clock; on a replicated node an id
+// made from the event's log position (see eventID), the same on every
+// node, so a subscriber may resume at another node.
 //
 // The node's observer (under the node's lock) only numbers an event and
 // copies it into the raw ring, then wakes the fan-out goroutine; it never
@@ -65,16 +75,21 @@ type hub struct {
 	every   time.Duration // least time between batches; <= 0: no pacing
 	dropped func()        // counts a dropped subscriber
 
-	mu    sync.Mutex // the raw side; taken under the node's lock
-	raw   []rawEvent
-	last  uint64 // id of the newest event
-	taken uint64 // id of the newest event the fan-out goroutine took
-	wake  chan struct{}
+	mu       sync.Mutex // the raw side; taken under the node's lock
+	raw      []rawEvent
+	last     uint64 // seq of the newest event
+	lastID   uint64 // id of the newest event
+	taken    uint64 // seq of the newest event the fan-out goroutine took
+	wake     chan struct{}
+	replaced func() uint64 // a replicated node's Replaced; nil for a single node
+	seen     uint64        // what replaced said at the last event
 
 	smu    sync.RWMutex // the stream side
 	out    []formatted
-	first  uint64 // id of this run's first event
-	sent   uint64 // id of the newest event in out
+	first  uint64 // seq of this run's first event
+	sent   uint64 // seq of the newest event in out
+	floor  uint64 // a replicated node made every event with an id above floor since it started, or since its last gap
+	gapped bool   // a gap after the start
 	subs   map[*subscriber]struct{}
 	closed bool
 
@@ -109,9 +124,19 @@ func newHub(n, maxLag int, every time.Duration, base uint64, dropped func()) *hu
 	return &hub{
 		n: n, maxLag: uint64(min(maxLag, n)), every: every, dropped: dropped, chunks: make(map[string]chunk),
 		raw: make([]rawEvent, n), last: base, taken: base, wake: make(chan struct{}, 1),
-		out: make([]formatted, n), first: base + 1, sent: base, subs: make(map[*subscriber]struct{}),
+		out: make([]formatted, n), first: base + 1, sent: base, floor: base, subs: make(map[*subscriber]struct{}),
 		stop: make(chan struct{}),
 	}
+}
+
+// eventID returns the id of a replicated node's event made by the entry
+// at position, after an event of id last: the position times 65,536 plus
+// the event's rank among those of its entry, as fencing tokens are made,
+// so that every node gives one event one id (an entry with more than
+// 65,536 events pushes the next entry's ids up on the nodes that applied
+// it).
+func eventID(position, last uint64) uint64 {
+	return max(position<<mutex.TokenShift, last+1)
 }
 
 // observe records ev. It is called with the node's lock held and never
@@ -119,7 +144,14 @@ func newHub(n, maxLag int, every time.Duration, base uint64, dropped func()) *hu
 func (h *hub) observe(ev mutex.Event, client string) {
 	h.mu.Lock()
 	h.last++
-	h.raw[h.last%uint64(h.n)] = rawEvent{id: h.last, ev: ev, client: client}
+	r := rawEvent{seq: h.last, id: h.last, ev: ev, client: client}
+	if h.replaced != nil {
+		n := h.replaced()
+		r.id, r.gap = eventID(ev.Position, h.lastID), h.lastID == 0 || n != h.seen
+		h.seen = n
+	}
+	h.lastID = r.id
+	h.raw[h.last%uint64(h.n)] = r
 	h.mu.Unlock()
 	select {
 	case h.wake <- struct{}{}:
@@ -235,7 +267,11 @@ func (h *hub) deliver(batch []rawEvent, fs []formatted) ([]rawEvent, []formatted
 	h.smu.Lock()
 	before := h.sent
 	for _, f := range fs {
-		h.out[f.id%uint64(h.n)] = f
+		h.out[f.seq%uint64(h.n)] = f
+		if f.gap {
+			h.gapped = h.gapped || h.floor != 0
+			h.floor = f.id - 1
+		}
 	}
 	h.sent = to
 	for sub := range h.subs {
@@ -283,7 +319,7 @@ func format(r *rawEvent) formatted {
 	b = append(b, "\ndata: "...)
 	b = append(b, data...)
 	b = append(b, "\n\n"...)
-	return formatted{id: r.id, key: ev.Key, b: b}
+	return formatted{seq: r.seq, id: r.id, gap: r.gap, key: ev.Key, b: b}
 }
 
 // reasonName is the reason as the API spells it: "lease_expired".
@@ -304,43 +340,56 @@ func appendUint(b []byte, v uint64) []byte {
 }
 
 // join adds a subscriber of the keys with prefix. With resume it also
-// returns the ring's events after id after (for Last-Event-ID), and
-// whether events since after are missing from the ring: it wrapped past
-// them, or after is from an earlier run (0 asks for the whole ring of
-// this run). It returns nil once the hub is closed.
+// returns the ring's events after the event of id after (for
+// Last-Event-ID), and whether events since after are missing from the
+// ring: it wrapped past them, the node made none of them (a replicated
+// node before it started, or across a snapshot it was sent), or after is
+// no id this node gave (0 asks for the whole ring of this run). It
+// returns nil once the hub is closed.
 func (h *hub) join(prefix string, after uint64, resume bool) (sub *subscriber, backlog []byte, missed bool) {
 	h.smu.Lock()
 	defer h.smu.Unlock()
 	if h.closed {
 		return nil, nil, false
 	}
-	if resume {
-		oldest := h.first
-		if h.sent >= h.first+uint64(h.n) {
-			oldest = h.sent - uint64(h.n) + 1
-		}
-		start := after + 1
-		switch {
-		case after > h.sent:
-			start, missed = oldest, true // not an id this run gave
-		case start < oldest:
-			missed = after != 0 || oldest > h.first
-			start = oldest
-		}
-		for id := start; id <= h.sent; id++ {
-			f := &h.out[id%uint64(h.n)]
-			if f.id != id {
-				missed = true // lost by a fan-out that fell a ring behind
-				continue
-			}
-			if strings.HasPrefix(f.key, prefix) {
-				backlog = append(backlog, f.b...)
-			}
-		}
-	}
 	sub = &subscriber{prefix: prefix, signal: make(chan struct{}, 1)}
 	sub.cursor.Store(h.sent)
 	h.subs[sub] = struct{}{}
+	if !resume {
+		return sub, nil, false
+	}
+	oldest := h.first
+	if h.sent >= h.first+uint64(h.n) {
+		oldest = h.sent - uint64(h.n) + 1
+	}
+	wrapped := oldest > h.first
+	h.mu.Lock()
+	newest := h.lastID // the fan-out may not have handed it out yet
+	h.mu.Unlock()
+	switch {
+	case after > newest:
+		after, missed = 0, true // not an id this node gave
+	case after == 0:
+		missed = wrapped || h.gapped
+	default:
+		missed = after < h.floor
+		if f := &h.out[oldest%uint64(h.n)]; wrapped && f.seq == oldest && after+1 < f.id {
+			missed = true
+		}
+	}
+	// Events not handed out yet with an id up to after are passed over
+	// as they come (collect).
+	sub.skip = after
+	for seq := oldest; seq <= h.sent; seq++ {
+		f := &h.out[seq%uint64(h.n)]
+		if f.seq != seq {
+			missed = true // lost by a fan-out that fell a ring behind
+			continue
+		}
+		if f.id > after && strings.HasPrefix(f.key, prefix) {
+			backlog = append(backlog, f.b...)
+		}
+	}
 	return sub, backlog, missed
 }
 
@@ -356,23 +405,28 @@ func (h *hub) collect(sub *subscriber) ([]byte, bool) {
 		return nil, false
 	}
 	from, to := sub.cursor.Load()+1, h.sent
+	if sub.skip != 0 && from <= to && h.out[from%uint64(h.n)].id > sub.skip {
+		sub.skip = 0 // ids only grow: nothing more to pass over
+	}
 	h.cmu.Lock()
 	defer h.cmu.Unlock()
-	if c, ok := h.chunks[sub.prefix]; ok && c.from == from && c.to == to {
+	if c, ok := h.chunks[sub.prefix]; ok && c.from == from && c.to == to && sub.skip == 0 {
 		sub.cursor.Store(to)
 		return c.b, true
 	}
 	var b []byte
-	for id := from; id <= to; id++ {
-		f := &h.out[id%uint64(h.n)]
-		if f.id != id {
+	for seq := from; seq <= to; seq++ {
+		f := &h.out[seq%uint64(h.n)]
+		if f.seq != seq {
 			return nil, false
 		}
-		if strings.HasPrefix(f.key, sub.prefix) {
+		if f.id > sub.skip && strings.HasPrefix(f.key, sub.prefix) {
 			b = append(b, f.b...)
 		}
 	}
-	h.chunks[sub.prefix] = chunk{from: from, to: to, b: b}
+	if sub.skip == 0 {
+		h.chunks[sub.prefix] = chunk{from: from, to: to, b: b}
+	}
 	sub.cursor.Store(to)
 	return b, true
 }
@@ -415,6 +469,7 @@ func (h *hub) close() {
 // goroutine.
 type subscriber struct {
 	prefix  string
+	skip    uint64        // events up to this id are passed over (a resume's); only its writer reads it
 	cursor  atomic.Uint64 // id of the newest event written or passed over
 	dropped atomic.Bool
 	signal  chan struct{} // has something to write, or was dropped

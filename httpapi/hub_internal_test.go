@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -145,4 +146,100 @@ func TestHubHandsOutABacklogAtOnce(t *testing.T) {
 			t.Fatalf("collected %q, %v", b, ok)
 		}
 	})
+}
+
+// replicatedHub returns a hub of a replicated node whose Replace count is
+// *replaced.
+func replicatedHub(replaced *uint64) *hub {
+	h := newHub(64, 64, 0, 1_000_000, nil)
+	h.replaced, h.floor = func() uint64 { return *replaced }, 0
+	return h
+}
+
+// eventAt is an event of key made by the entry at position.
+func eventAt(key string, position uint64) mutex.Event {
+	ev := hubEvent(key)
+	ev.Position = position
+	return ev
+}
+
+// ids returns the ids of the SSE events in b.
+func ids(b []byte) []string {
+	var out []string
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if id, ok := bytes.CutPrefix(line, []byte("id: ")); ok {
+			out = append(out, string(id))
+		}
+	}
+	return out
+}
+
+// Two replicated nodes that apply the same entries give their events the
+// same ids, from the entries' positions; a subscriber resumes at the
+// other node after the last id it had, with nothing missed and nothing
+// twice, those events the other node has not handed out yet included.
+func TestHubReplicatedIDs(t *testing.T) {
+	var replaced uint64
+	a, b := replicatedHub(&replaced), replicatedHub(&replaced)
+	entries := []struct {
+		position uint64
+		keys     []string
+	}{{5, []string{"x"}}, {7, []string{"x", "y", "z"}}, {9, []string{"x"}}}
+	for _, e := range entries[:2] {
+		for _, k := range e.keys {
+			a.observe(eventAt(k, e.position), "")
+			b.observe(eventAt(k, e.position), "")
+		}
+	}
+	a.deliver(nil, nil)
+	b.deliver(nil, nil)
+	_, all, missed := a.join("", 0, true)
+	want := []string{"327680", "458752", "458753", "458754"} // 5<<16, 7<<16 + 0, 1, 2
+	if got := ids(all); missed || !slices.Equal(got, want) {
+		t.Fatalf("node a's ids %v (missed %v), want %v", got, missed, want)
+	}
+	if _, bs, _ := b.join("", 0, true); !bytes.Equal(bs, all) {
+		t.Fatalf("node b's events differ:\n%s\n%s", bs, all)
+	}
+
+	// The subscriber had up to 7<<16 + 1 at a; b has handed out the rest
+	// of entry 7, and has observed entry 9 but not handed it out.
+	b.observe(eventAt("x", 9), "")
+	sub, backlog, missed := b.join("", 458753, true)
+	if got := ids(backlog); missed || !slices.Equal(got, []string{"458754"}) {
+		t.Fatalf("resumed backlog %v (missed %v)", got, missed)
+	}
+	b.deliver(nil, nil)
+	got, ok := b.collect(sub)
+	if !ok || !slices.Equal(ids(got), []string{"589824"}) {
+		t.Fatalf("after the resume: %q, %v", got, ok)
+	}
+
+	// Resuming after an id the node has observed but not handed out
+	// passes over the events up to it.
+	b.observe(eventAt("x", 10), "")
+	b.observe(eventAt("x", 11), "")
+	sub, backlog, missed = b.join("", 10<<16, true)
+	if missed || len(backlog) != 0 {
+		t.Fatalf("resume ahead of the fan-out: backlog %q, missed %v", backlog, missed)
+	}
+	b.deliver(nil, nil)
+	if got, ok := b.collect(sub); !ok || !slices.Equal(ids(got), []string{"720896"}) {
+		t.Fatalf("after a resume ahead of the fan-out: %q, %v", got, ok)
+	}
+
+	// An id from before the node's first event, and one from before a
+	// snapshot it was sent, cannot be resumed without a gap.
+	if _, _, missed := b.join("", 4<<16, true); !missed {
+		t.Fatal("an id before the node's first event: not missed")
+	}
+	replaced++
+	b.observe(eventAt("x", 20), "")
+	b.deliver(nil, nil)
+	if _, _, missed := b.join("", 11<<16, true); !missed {
+		t.Fatal("an id before a snapshot the node was sent: not missed")
+	}
+	if _, bs, missed := b.join("", 20<<16-1, true); missed || !slices.Equal(ids(bs), []string{"1310720"}) {
+		t.Fatalf("an id after the snapshot: %v, missed %v", ids(bs), missed)
+	}
 }

@@ -47,8 +47,10 @@ type failure struct {
 	Limit       uint32 `json:"limit,omitempty"`
 	// Token mismatches: the token of the owner's lock.
 	FencingToken uint64 `json:"fencing_token,omitempty"`
-	// A node of a cluster that is not the leader: the leader's mutex port.
-	Leader string `json:"leader,omitempty"`
+	// A node of a cluster that is not the leader: the leader's mutex port
+	// and its HTTP API.
+	Leader     string `json:"leader,omitempty"`
+	LeaderHTTP string `json:"leader_http,omitempty"`
 }
 
 // writeJSON answers code with v as JSON.

@@ -168,6 +168,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		shuttingDown(w)
 		return
 	}
+	lost := s.leadership()
 	var ch chan mutex.Output
 	var c *client
 	var a applied
@@ -194,7 +195,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	case mutex.StatusGranted:
 		s.answerGrant(w, c, &cmd, a.res.Token, a.res.Count, a.res.Left, at, a.pending)
 	case mutex.StatusParked:
-		s.await(w, r, c, &cmd, a.request, ch)
+		s.await(w, r, c, &cmd, a.request, ch, lost)
 	default:
 		s.refuse(w, &cmd, a.res, who)
 	}
@@ -203,8 +204,10 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 // await waits for the outcome of a parked acquire and answers it. The
 // request keeps its client's session alive while it waits. When the
 // client goes away, or the server stops, the acquire is withdrawn (and a
-// grant that raced that, released).
-func (s *Server) await(w http.ResponseWriter, r *http.Request, c *client, cmd *mutex.Command, req uint64, ch chan mutex.Output) {
+// grant that raced that, released). When the node stops leading its
+// cluster, it answers 503 not_leader: the acquire stays in the cluster's
+// queue, and what becomes of it is the new leader's to say.
+func (s *Server) await(w http.ResponseWriter, r *http.Request, c *client, cmd *mutex.Command, req uint64, ch chan mutex.Output, lost <-chan struct{}) {
 	var tick <-chan time.Time
 	if !c.anon {
 		t := time.NewTicker(s.cfg.SessionTTL / 3)
@@ -224,6 +227,11 @@ func (s *Server) await(w http.ResponseWriter, r *http.Request, c *client, cmd *m
 		case <-s.stopping:
 			s.withdraw(c, cmd.Key, req, ch)
 			shuttingDown(w)
+			return
+		case <-lost:
+			// This node can neither withdraw the request nor hear of its
+			// grant any more: its outcome is the new leader's.
+			s.notLeader(w)
 			return
 		}
 	}
@@ -357,11 +365,14 @@ func (s *Server) conflict(key string) failure {
 
 // notLeader answers 503 on a node of a cluster that cannot change the
 // table: it is not the leader, or the cluster has no quorum. The answer
-// names the leader's mutex port when one is known.
+// names the leader's mutex port and HTTP API when they are known.
 func (s *Server) notLeader(w http.ResponseWriter) {
 	f := failure{Code: codeNotLeader, Message: "this node is not the cluster's leader, or the cluster has no quorum"}
 	if f.Leader = s.node.Leader(); f.Leader != "" {
 		f.Message = "this node is not the cluster's leader; the leader's mutex port is " + f.Leader
+	}
+	if f.LeaderHTTP = s.leaderHTTP(); f.LeaderHTTP != "" {
+		f.Message += ", its HTTP API " + f.LeaderHTTP
 	}
 	w.Header().Set("Retry-After", "1")
 	fail(w, http.StatusServiceUnavailable, f)

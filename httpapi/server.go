@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/locking-center/locking-center/internal/serve"
@@ -51,6 +52,10 @@ type Server struct {
 
 	conns connCount // connections accepted and not yet closed
 
+	lmu     sync.Mutex
+	lost    chan struct{} // closed, and replaced, when the node stops leading its cluster
+	leading atomic.Bool   // a cluster node's: between LeaderGained and LeaderLost
+
 	stopping    chan struct{} // closed when Shutdown or Close begins
 	stopOnce    sync.Once
 	finishOnce  sync.Once
@@ -69,7 +74,7 @@ func New(n *mutex.Node, cfg Config) (*Server, error) {
 	s := &Server{
 		node: n, cfg: cfg, log: serve.Discard(cfg.Logger),
 		clients: make(map[clientKey]*client), bySession: make(map[uint64]*client), anon: make(map[string]*client),
-		stopping: make(chan struct{}),
+		stopping: make(chan struct{}), lost: make(chan struct{}),
 	}
 	s.conns.zero.L = &s.conns.mu
 	dropped := prometheus.NewCounter(prometheus.CounterOpts{
@@ -94,9 +99,12 @@ func New(n *mutex.Node, cfg Config) (*Server, error) {
 		}
 	}
 	s.hub = newHub(cfg.RingSize, cfg.SubscriberLag, cfg.FlushInterval, uint64(max(n.Now().UnixMicro(), 0)), dropped.Inc)
+	if n.Replicated() {
+		s.hub.replaced, s.hub.floor = n.Replaced, 0 // ids from the log: the floor comes with the first event
+	}
 	s.adoptAll(n.Snapshot().Sessions)
 	s.stopObserve = n.Observe(s.observe)
-	s.handler = s.guard(s.routes())
+	s.handler = s.forwarding(s.guard(s.routes()))
 	for i := len(cfg.Middleware) - 1; i >= 0; i-- {
 		s.handler = cfg.Middleware[i](s.handler)
 	}
@@ -123,6 +131,48 @@ func (s *Server) observe(ev mutex.Event) {
 		id = c.id
 	}
 	s.hub.observe(ev, id)
+}
+
+// LeaderGained tells the server that its node now leads its cluster (call
+// it after the node's SetLeader(true)): it takes over the sessions of the
+// HTTP clients that the table holds, wherever they were opened, as after
+// a restart with a write-ahead log, and then serves the API. Until then a
+// node of a cluster (Config.Forward set) answers 503 not_leader. Calling
+// it again adopts only sessions it does not know.
+func (s *Server) LeaderGained() {
+	s.adoptAll(s.node.Snapshot().Sessions)
+	s.leading.Store(true)
+}
+
+// LeaderLost tells the server that its node of a cluster no longer leads
+// it: it forgets its clients (the next leader takes their sessions over),
+// and every event stream ends, with a ": not leader" comment, so that its
+// subscriber resumes with Last-Event-ID where the cluster now leads.
+func (s *Server) LeaderLost() {
+	s.leading.Store(false)
+	s.mu.Lock()
+	clear(s.clients)
+	clear(s.bySession)
+	clear(s.anon)
+	s.mu.Unlock()
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	close(s.lost)
+	s.lost = make(chan struct{})
+}
+
+// serves reports whether this node serves the API itself: a single node,
+// or a node of a cluster that leads and has taken over its clients'
+// sessions (LeaderGained).
+func (s *Server) serves() bool {
+	return s.node.IsLeader() && (s.cfg.Forward == nil || s.leading.Load())
+}
+
+// leadership returns the channel that the next LeaderLost closes.
+func (s *Server) leadership() <-chan struct{} {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	return s.lost
 }
 
 // keepAnonymous touches the anonymous sessions until the server stops.
@@ -257,6 +307,7 @@ func (s *Server) routes() http.Handler {
 	}
 	handle(http.MethodGet, "/healthz", s.health(false))
 	handle(http.MethodGet, "/readyz", s.health(true))
+	handle(http.MethodGet, "/node", s.nodeInfo)
 	ui, _ := fs.Sub(uiFiles, "ui")
 	files := http.FileServerFS(ui)
 	handle(http.MethodGet, "/{$}", func(w http.ResponseWriter, r *http.Request) {

@@ -12,6 +12,7 @@ const (
 	commentKeepAlive = ": keep-alive\n\n"
 	commentMissed    = ": missed events: the ring no longer holds every event since the given id\n\n"
 	commentDropped   = ": dropped: this stream fell too far behind\n\n"
+	commentNotLeader = ": not leader: this node no longer leads the cluster; reconnect with Last-Event-ID to go on\n\n"
 )
 
 // lastEventID reads the id to resume after: the Last-Event-ID header, or
@@ -46,12 +47,19 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 	if who := callerOf(r); who.principal != nil && !s.allowed(w, who, prefix, who.principal.MayWatch) {
 		return
 	}
+	lost := s.leadership()
 	sub, backlog, missed := s.hub.join(prefix, after, resume)
 	if sub == nil {
 		shuttingDown(w)
 		return
 	}
 	defer s.hub.leave(sub)
+	if s.node.Replicated() && !s.serves() {
+		// It stopped leading since the request was let in: a follower's
+		// stream would follow a log that may have moved on elsewhere.
+		s.notLeader(w)
+		return
+	}
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -92,6 +100,9 @@ func (s *Server) subscribe(w http.ResponseWriter, r *http.Request) {
 			if !write([]byte(commentKeepAlive)) {
 				return
 			}
+		case <-lost:
+			write([]byte(commentNotLeader))
+			return
 		case <-r.Context().Done():
 			return
 		case <-s.stopping:

@@ -177,3 +177,28 @@ func TestStatusPageWithToken(t *testing.T) {
 	}
 	poll("the token field again", `document.body.dataset.auth === "needed" && !document.getElementById("login").hidden && sessionStorage.length === 0 ? "yes" : false`)
 }
+
+// The status page says which node of a cluster serves it and whether it
+// leads, and shows nothing of the kind on a single node.
+func TestStatusPageNode(t *testing.T) {
+	tab := browser(t)
+	for _, c := range []struct {
+		name string
+		node func() httpapi.NodeInfo
+		want string
+	}{
+		{"single", nil, "hidden"},
+		{"follower", func() httpapi.NodeInfo { return httpapi.NodeInfo{ID: "n2", LeaderID: "n1"} }, "node n2: follower, leader n1"},
+		{"leader", func() httpapi.NodeInfo { return httpapi.NodeInfo{ID: "n1", Leading: true, LeaderID: "n1"} }, "node n1: leader"},
+	} {
+		e := start(t, options{cfg: httpapi.Config{Node: c.node}})
+		if err := chromedp.Do(tab, chromedp.Navigate(e.url+"/?poll=3600000")); err != nil {
+			t.Fatal(err)
+		}
+		got, err := chromedp.Run(tab, chromedp.Poll[string](`document.body.dataset.updated ? (document.getElementById("node").hidden ? "hidden" : document.getElementById("node").textContent) : false`,
+			chromedp.WithPollingTimeout(30*time.Second)))
+		if err != nil || got != c.want {
+			t.Errorf("%s: the page shows %q (%v), want %q", c.name, got, err, c.want)
+		}
+	}
+}

@@ -354,6 +354,10 @@ type Event struct {
 	Mode    Mode
 	At      time.Time     // when it happened (the command's At)
 	Lease   time.Duration // granted: the lock's lease, 0 none
+	// Position is, on a replicated node, the log position of the entry
+	// whose apply made the event (the same on every node); 0 on a single
+	// node.
+	Position uint64
 }
 
 // Action names the event as the event streams (Server-Sent Events, the

@@ -125,6 +125,8 @@ type Node struct {
 	proposals    map[uint64]*proposal
 	nextProposal uint64
 	leader       bool
+	position     uint64        // of the entry ApplyCommitted applies now
+	replaced     atomic.Uint64 // tables Replace put in place
 }
 
 // observer is one function that Observe registered.
@@ -350,6 +352,7 @@ func (n *Node) applyLocked(c *Command, d *deliveries) (Result, Pending) {
 
 // route sends ev to the observers and to whoever waits for it.
 func (n *Node) route(ev Event, p Pending, d *deliveries) {
+	ev.Position = n.position
 	for _, o := range n.observers {
 		o.fn(ev)
 	}

@@ -198,7 +198,9 @@ func (n *Node) ApplyCommitted(c *Command, index uint64) Result {
 		delete(n.proposals, c.Proposal)
 	}
 	l := n.lives[c.Session]
+	n.position = index
 	res, _ := n.applyLocked(c, &d)
+	n.position = 0
 	if pr != nil {
 		switch {
 		case res.Status != StatusParked || pr.waker == nil:
@@ -309,6 +311,7 @@ func (n *Node) IsLeader() bool {
 func (n *Node) Replace(t *Table) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.replaced.Add(1)
 	n.t = t
 	clear(n.wakers)
 	clear(n.lives)
@@ -318,6 +321,11 @@ func (n *Node) Replace(t *Table) {
 		n.addLive(id, time.Duration(n.t.sessions[id].ttl), now)
 	}
 }
+
+// Replaced returns how many tables Replace has put in place: an observer
+// that sees it change knows that the events of the entries the new table
+// took in were never made here. It may be called from an observer.
+func (n *Node) Replaced() uint64 { return n.replaced.Load() }
 
 // fireReplicated is the timer of a replicated leader: it proposes the
 // expiries due and, when a deadline of the table is due, a tick.

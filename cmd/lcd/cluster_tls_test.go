@@ -32,7 +32,8 @@ func holderOf(ctx context.Context, m *manager.Client, key string) (manager.Holde
 // Three lcd processes under TLS, client ports and raft ports alike (one
 // node certificate for server and client use, TLS_CLIENT_CA_FILE and
 // TLS_PEER_CA_FILE of one CA): a leader is elected; a v1 lock sent to a
-// follower is forwarded to the leader under TLS; the Go client given a
+// follower is forwarded to the leader under TLS, and so is an HTTP
+// acquire; the Go client given a
 // follower first opens its session at the leader; the membership listing
 // at a follower reaches every node; after the leader's SIGTERM the new
 // leader holds both locks, and a follower forwards to it.
@@ -61,6 +62,15 @@ func TestClusterTLS(t *testing.T) {
 	h, ok, err := holderOf(ctx, leader, "v1/key")
 	if err != nil || !ok || h.Source != "v1-client" {
 		t.Fatalf("the leader's holder of v1/key: %+v, %v, %v", h, ok, err)
+	}
+
+	// An HTTP acquire at a follower, forwarded under TLS.
+	if a := lc.postUntilServed(t, rest[0], "/api/v1/locks/acquire", `{"key":"http/key","owner":"http-client"}`,
+		30*time.Second, func(httpAnswer) {}); a.code != 200 {
+		t.Fatalf("HTTP acquire at a follower: %d %s\n%s", a.code, a.raw, lc.logs())
+	}
+	if h, ok, err := holderOf(ctx, leader, "http/key"); err != nil || !ok || h.Source != "http-client" {
+		t.Fatalf("the leader's holder of http/key: %+v, %v, %v", h, ok, err)
 	}
 
 	addrs := strings.Join(lc.mutexAddrs([]int{rest[0], lead, rest[1]}), ",")

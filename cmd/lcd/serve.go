@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +11,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,6 +55,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		cl         *cluster.Cluster
 		lns        []net.Listener
 		sessionSrv *session.Server
+		apiSrv     atomic.Pointer[httpapi.Server] // for OnLeader, which raft may call before the API is made
 	)
 	bindings := []binding{
 		{cfg.BindAddress, oneshot.Listen},
@@ -79,12 +83,22 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		cc.Logger = log
 		cc.TLS = tr.cluster()
 		cc.OnLeader = func(leader bool) {
-			if !leader {
+			a := apiSrv.Load()
+			switch {
+			case leader && a != nil:
+				a.LeaderGained()
+			case !leader:
 				sessionSrv.LeaderLost()
+				if a != nil {
+					a.LeaderLost()
+				}
 			}
 		}
 		if cc.ClientAddress, err = advertised(cc, lns[0].Addr()); err != nil {
 			return &exitError{code: exitUsage, err: err}
+		}
+		if cfg.HTTPAddress != "" {
+			cc.HTTPAddress = advertisedHTTP(cc.ClientAddress, lns[3].Addr())
 		}
 		tr.checkForwarding(cc.ClientAddress, log)
 		if cl, err = cluster.New(cc); err != nil {
@@ -173,11 +187,16 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if api, err = httpapi.New(node, httpapi.Config{
 			SessionTTL: cfg.HTTPSessionTTL, LockDelay: cfg.LockDelay, HeaderTimeout: cfg.HeaderTimeout,
 			Version: version, Registerer: reg, Metrics: promHandler, Logger: log,
-			Tokens: sec.tokens(), Rates: sec.rates,
+			Tokens: sec.tokens(), Rates: sec.rates, Forward: forwarding(cl, tr),
+			Node: nodeInfo(cl, node),
 		}); err != nil {
 			return &exitError{code: exitUsage, err: err}
 		}
 		defer api.Close()
+		apiSrv.Store(api)
+		if cl != nil && node.IsLeader() {
+			api.LeaderGained() // it may have led before the API was made, and OnLeader gone unheard
+		}
 		httpAddr = lns[3].Addr().String()
 	}
 	log.Info("lcd started", append(attrs,
@@ -345,6 +364,71 @@ func advertised(cc cluster.Config, bound net.Addr) (string, error) {
 		return a.String(), nil
 	}
 	return "", fmt.Errorf("BIND_ADDRESS %s names no host: set ADVERTISE_ADDRESS to the address clients reach this node at", bound)
+}
+
+// forwarding returns how a cluster node's HTTP API forwards requests to
+// the leader's: under TLS as a v1 request is forwarded (the node's peer
+// certificate, the leader's verified for its host); nil for a single
+// node.
+func forwarding(cl *cluster.Cluster, tr *transport) *httpapi.Forwarding {
+	if cl == nil {
+		return nil
+	}
+	dialer := &net.Dialer{Timeout: forwardDialTimeout, KeepAlive: 15 * time.Second}
+	t := &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second,
+		TLSHandshakeTimeout: forwardDialTimeout}
+	if p := tr.cluster(); p != nil {
+		t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			host, _, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			tc := tls.Client(c, p.Leader(host))
+			if err := tc.HandshakeContext(ctx); err != nil {
+				c.Close()
+				return nil, err
+			}
+			return tc, nil
+		}
+	}
+	return &httpapi.Forwarding{Leader: cl.LeaderHTTP, Self: cl.HTTPAddress(), TLS: tr.store != nil, Transport: t}
+}
+
+// nodeInfo returns what the HTTP API's GET /node says of a cluster node;
+// nil for a single node.
+func nodeInfo(cl *cluster.Cluster, node *mutex.Node) func() httpapi.NodeInfo {
+	if cl == nil {
+		return nil
+	}
+	return func() httpapi.NodeInfo {
+		return httpapi.NodeInfo{ID: cl.ID(), Leading: node.IsLeader(), LeaderID: cl.LeaderID()}
+	}
+}
+
+// forwardDialTimeout bounds the connect and handshake of a forwarded
+// HTTP request to the leader.
+const forwardDialTimeout = 2 * time.Second
+
+// advertisedHTTP returns the HTTP address a cluster node records for
+// itself: the HTTP port's bound address when it names a host, else the
+// host of the client address with the HTTP port's port.
+func advertisedHTTP(client string, bound net.Addr) string {
+	a, ok := bound.(*net.TCPAddr)
+	if !ok {
+		return bound.String()
+	}
+	if !a.IP.IsUnspecified() {
+		return a.String()
+	}
+	host, _, err := net.SplitHostPort(client)
+	if err != nil {
+		return ""
+	}
+	return net.JoinHostPort(host, strconv.Itoa(a.Port))
 }
 
 // clusterStatus serves GET /cluster: the node's view of its cluster as

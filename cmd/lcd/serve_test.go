@@ -169,3 +169,19 @@ func TestAwaitFinalScrape(t *testing.T) {
 		immediate("scraper gone")
 	})
 }
+
+func TestAdvertisedHTTP(t *testing.T) {
+	for _, c := range []struct {
+		client string
+		bound  net.Addr
+		want   string
+	}{
+		{"10.0.0.1:22119", &net.TCPAddr{IP: net.IPv4zero, Port: 22122}, "10.0.0.1:22122"},
+		{"db.example:22119", &net.TCPAddr{IP: net.IPv6unspecified, Port: 8080}, "db.example:8080"},
+		{"10.0.0.1:22119", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9000}, "127.0.0.1:9000"},
+	} {
+		if got := advertisedHTTP(c.client, c.bound); got != c.want {
+			t.Errorf("advertisedHTTP(%q, %v) = %q, want %q", c.client, c.bound, got, c.want)
+		}
+	}
+}

@@ -109,12 +109,28 @@ function renderSessions(sessions) {
   }));
 }
 
+// renderNode says which node of a cluster serves the page and whether it
+// leads; a single node shows nothing. The listings and the stream are the
+// leader's wherever the page is served (a follower forwards them).
+async function renderNode() {
+  const r = await fetch("node", { cache: "no-store" });
+  if (!r.ok) return;
+  const n = await r.json();
+  const el = document.getElementById("node");
+  el.hidden = !n.cluster;
+  if (!n.cluster) return;
+  el.textContent = n.leading ? "node " + n.id + ": leader"
+    : "node " + n.id + ": follower, " + (n.leader_id ? "leader " + n.leader_id : "no leader known");
+  el.dataset.leading = String(n.leading);
+  document.body.dataset.node = n.id;
+}
+
 let refreshing = false, again = false;
 async function refresh() {
   if (refreshing) { again = true; return; }
   refreshing = true;
   try {
-    const [keys, sessions] = await Promise.all([get("observability"), get("sessions")]);
+    const [keys, sessions] = await Promise.all([get("observability"), get("sessions"), renderNode()]);
     renderKeys(keys);
     renderSessions(sessions);
     document.body.dataset.updated = String(Date.now());
