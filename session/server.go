@@ -220,7 +220,6 @@ func (c *conn) run(r *reader, opened bool) (parked bool) {
 	for {
 		ok, pings, others := c.batch(r)
 		if !ok {
-			c.awaitTold()
 			c.end()
 			return false
 		}
@@ -402,7 +401,7 @@ func (c *conn) batch(r *reader) (ok bool, pings, others int) {
 			pings++
 		} else {
 			others++
-			if c.taken.Load() {
+			if c.taken {
 				// Another connection resumed the session: this request
 				// and the rest never arrived, and the client sends them
 				// again there. (A PING changes nothing: the connection
@@ -529,13 +528,10 @@ type conn struct {
 	closeWanted bool   // closed: it parks no more (the poller ends it if busy with it)
 
 	// handling is held while the connection's frames are handled (batch);
-	// taken, once set, stops the handling of any frame after: a RESUME on
-	// another connection takes the session over (conn.stop).
+	// taken, set under it, stops the handling of any frame after: a RESUME
+	// on another connection takes the session over (conn.stop).
 	handling sync.Mutex
-	taken    atomic.Bool
-	told     chan struct{} // made before taken is set; closed once the resume said GOODBYE
-	makeTold sync.Once
-	tellOnce sync.Once
+	taken    bool
 
 	wmu     sync.Mutex
 	now     serve.NowWriter // writes without waiting
@@ -662,22 +658,13 @@ func (c *conn) flushThenSend(b []byte) {
 	c.send(b)
 }
 
-// stop ends the handling of c's frames, once the frame being handled now,
+// stop ends the handling of c's frames, once the batch being handled now,
 // if any, is done: the session is resumed on another connection.
 // The caller holds c.handling from then on, and unlocks it once c has
 // been told why.
 func (c *conn) stop() {
-	c.makeTold.Do(func() { c.told = make(chan struct{}) })
-	c.taken.Store(true)
 	c.handling.Lock() // waits for the batch in progress
-}
-
-// awaitTold waits, for a connection a resume took the session from, until
-// the resume has sent it its GOODBYE: its goroutine must not end it first.
-func (c *conn) awaitTold() {
-	if c.taken.Load() {
-		<-c.told
-	}
+	c.taken = true
 }
 
 // detach leaves the session without a connection, for its resume.
@@ -890,7 +877,6 @@ func (c *conn) resume(f *Frame) bool {
 	}
 	resumeDone := func() {
 		if stopped != nil {
-			stopped.tellOnce.Do(func() { close(stopped.told) })
 			stopped.handling.Unlock()
 			stopped = nil
 		}
