@@ -21,6 +21,7 @@ type acquireRequest struct {
 	Limit       int64  `json:"limit"`
 	Reentrant   *bool  `json:"reentrant"`     // default true
 	LockDelayMS *int64 `json:"lock_delay_ms"` // default Config.LockDelay
+	Note        string `json:"note"`          // the holder's note, at most mutex.MaxNoteLen bytes
 }
 
 // lockRequest is the body of release and renew.
@@ -49,6 +50,7 @@ type lockJSON struct {
 	AcquiredAt      time.Time  `json:"acquired_at"`
 	Session         uint64     `json:"session"`
 	Limit           uint32     `json:"limit"`
+	Note            string     `json:"note,omitempty"`
 }
 
 type acquired struct {
@@ -143,6 +145,11 @@ func (s *Server) command(w http.ResponseWriter, r *http.Request, q *acquireReque
 	if q.Reentrant != nil {
 		cmd.Reentrant = *q.Reentrant
 	}
+	if len(q.Note) > mutex.MaxNoteLen {
+		badRequest(w, "note is %d bytes; at most %d are allowed", len(q.Note), mutex.MaxNoteLen)
+		return cmd, false
+	}
+	cmd.Note = q.Note
 	return cmd, true
 }
 
@@ -293,12 +300,13 @@ func (s *Server) answerGrant(w http.ResponseWriter, c *client, cmd *mutex.Comman
 		return
 	}
 	l := lockJSON{Key: cmd.Key, Owner: cmd.Owner, ClientID: c.id, ReentrancyCount: max(count, 1),
-		FencingToken: token, Mode: cmd.Mode.String(), AcquiredAt: at.UTC(), Session: c.sid, Limit: max(cmd.Limit, 1)}
+		FencingToken: token, Mode: cmd.Mode.String(), AcquiredAt: at.UTC(), Session: c.sid, Limit: max(cmd.Limit, 1),
+		Note: cmd.Note}
 	if count > 1 {
-		// A reentrant grant: the lock is older than this request.
+		// A reentrant grant: the lock (and its note) is older than this request.
 		for _, h := range s.node.Describe(cmd.Key).Holders {
 			if h.Token == token {
-				l.AcquiredAt = h.Acquired.UTC()
+				l.AcquiredAt, l.Note = h.Acquired.UTC(), h.Note
 			}
 		}
 	}

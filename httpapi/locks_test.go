@@ -645,3 +645,48 @@ func TestOverLimit(t *testing.T) {
 	// The same address through another client is the same source.
 	expect(t, e.post("/api/v1/locks/acquire", `{"key":"b","owner":"w","client_id":"c2"}`), http.StatusTooManyRequests, "over_limit")
 }
+
+// The holder's note: kept with the lock, in the acquire's answer (a
+// reentrant acquire answers the lock's first note) and the listing, for
+// holders and waiters; over 1,024 bytes is refused.
+func TestHolderNote(t *testing.T) {
+	e := start(t, options{})
+	a := e.acquire(`{"key":"deploy/prod","owner":"ci","client_id":"ci-7","note":"deploy 4.2 by ana"}`)
+	if a.lock()["note"] != "deploy 4.2 by ana" {
+		t.Fatalf("acquire answer %s", a.body)
+	}
+	a = e.acquire(`{"key":"deploy/prod","owner":"ci","client_id":"ci-7","note":"again"}`)
+	if a.lock()["note"] != "deploy 4.2 by ana" || num(a.lock()["reentrancy_count"]) != 2 {
+		t.Fatalf("reentrant acquire answer %s", a.body)
+	}
+	if a := e.acquire(`{"key":"plain","owner":"ci"}`); a.lock()["note"] != nil {
+		t.Fatalf("a lock without a note: %s", a.body)
+	}
+	waiter := make(chan answer, 1)
+	go func() {
+		a, _ := e.do(context.Background(), http.MethodPost, "/api/v1/locks/acquire",
+			`{"key":"deploy/prod","owner":"next","wait_ms":60000,"note":"deploy 4.3"}`)
+		waiter <- a
+	}()
+	eventually(t, "the waiter", func() bool { return e.node.Describe("deploy/prod").Queue == 1 })
+	var k map[string]any
+	for _, x := range e.keys() {
+		if x["key"] == "deploy/prod" {
+			k = x
+		}
+	}
+	holders, _ := k["holders"].([]any)
+	queue, _ := k["queue"].([]any)
+	if len(holders) != 1 || holders[0].(map[string]any)["note"] != "deploy 4.2 by ana" ||
+		len(queue) != 1 || queue[0].(map[string]any)["note"] != "deploy 4.3" {
+		t.Fatalf("listing %v", k)
+	}
+	for range 2 {
+		expect(t, e.post("/api/v1/locks/release", `{"key":"deploy/prod","owner":"ci","client_id":"ci-7"}`), 200, "")
+	}
+	if w := <-waiter; w.lock()["note"] != "deploy 4.3" {
+		t.Fatalf("the waiter's grant %s", w.body)
+	}
+	expect(t, e.post("/api/v1/locks/acquire", jsonBody(map[string]any{"key": "x", "owner": "o",
+		"note": strings.Repeat("n", 1025)})), http.StatusBadRequest, "bad_request")
+}

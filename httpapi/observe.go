@@ -48,6 +48,7 @@ type holderJSON struct {
 	ExpiresAt       *time.Time `json:"expires_at,omitempty"`
 	ExpiresInMS     *int64     `json:"expires_in_ms,omitempty"`
 	RemoteAddr      string     `json:"remote_addr,omitempty"`
+	Note            string     `json:"note,omitempty"`
 }
 
 // waiterJSON is one request waiting for a key.
@@ -63,6 +64,7 @@ type waiterJSON struct {
 	QueuedAt      time.Time  `json:"queued_at"`
 	WaitingMS     int64      `json:"waiting_ms"`
 	WaitUntil     *time.Time `json:"wait_until,omitempty"`
+	Note          string     `json:"note,omitempty"`
 }
 
 // sessionJSON is one session in GET /api/v1/locks/sessions.
@@ -159,7 +161,7 @@ func (s *Server) keyList(prefix string, caller *caller) []keyJSON {
 			front, client, anon := who(r.Session)
 			h := holderJSON{Owner: owner, ClientID: client, Session: r.Session, Anonymous: anon, FrontEnd: front, FencingToken: r.Token,
 				Mode: r.Mode.String(), ReentrancyCount: max(r.Count, 1), AcquiredAt: r.Acquired.UTC(),
-				HeldMS: max(now.Sub(r.Acquired).Milliseconds(), 0), RemoteAddr: r.RemoteAddr}
+				HeldMS: max(now.Sub(r.Acquired).Milliseconds(), 0), RemoteAddr: r.RemoteAddr, Note: r.Note}
 			var end time.Time // the lease's end; without one, a client's session's
 			if r.LeaseFor > 0 {
 				end = r.LeaseAt
@@ -180,7 +182,7 @@ func (s *Server) keyList(prefix string, caller *caller) []keyJSON {
 			front, client, anon := who(r.Session)
 			wj := waiterJSON{Owner: owner, ClientID: client, Session: r.Session, Anonymous: anon, FrontEnd: front,
 				QueuePosition: len(k.Queue) + 1, Mode: r.Mode.String(), Priority: r.Priority, QueuedAt: r.QueuedAt.UTC(),
-				WaitingMS: max(now.Sub(r.QueuedAt).Milliseconds(), 0)}
+				WaitingMS: max(now.Sub(r.QueuedAt).Milliseconds(), 0), Note: r.Note}
 			if !r.WaitAt.IsZero() {
 				wu := r.WaitAt.UTC()
 				wj.WaitUntil = &wu

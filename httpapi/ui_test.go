@@ -72,7 +72,7 @@ func TestStatusPage(t *testing.T) {
 	}
 	poll("the stream to open", `document.body.dataset.stream === "live" && document.body.dataset.transport === "eventsource" && document.body.dataset.updated ? "yes" : false`)
 
-	a := e.acquire(`{"key":"orders/batch-7","owner":"billing-7f9c","client_id":"web-1"}`)
+	a := e.acquire(`{"key":"orders/batch-7","owner":"billing-7f9c","client_id":"web-1","note":"<b>ledger</b> close, run 88"}`)
 	granted := time.Now()
 	token := poll("the held key", `(() => { const r = document.querySelector('#held tr[data-key="orders/batch-7"]'); return r ? r.dataset.token : false })()`)
 	t.Logf("the page showed the key %v after its grant", time.Since(granted).Round(time.Millisecond))
@@ -80,7 +80,7 @@ func TestStatusPage(t *testing.T) {
 		t.Fatalf("page shows token %s, the grant was %d", token, a.token())
 	}
 	row := poll("the holder row", `document.querySelector('#held tr[data-key="orders/batch-7"]').innerText`)
-	for _, want := range []string{"billing-7f9c", "web-1", "http", "exclusive"} {
+	for _, want := range []string{"billing-7f9c", "web-1", "http", "exclusive", "<b>ledger</b> close, run 88"} {
 		if !strings.Contains(row, want) {
 			t.Errorf("holder row %q lacks %q", row, want)
 		}
@@ -94,14 +94,14 @@ func TestStatusPage(t *testing.T) {
 	e.acquire(`{"key":"orders/batch-7","owner":"billing-7f9c"}`)
 	waiter := make(chan answer, 1)
 	go func() {
-		a, _ := e.do(context.Background(), http.MethodPost, "/api/v1/locks/acquire", `{"key":"orders/batch-7","owner":"reports","wait_ms":60000}`)
+		a, _ := e.do(context.Background(), http.MethodPost, "/api/v1/locks/acquire", `{"key":"orders/batch-7","owner":"reports","wait_ms":60000,"note":"monthly report"}`)
 		waiter <- a
 	}()
 	eventually(t, "the waiter", func() bool { return e.node.Describe("orders/batch-7").Queue == 1 })
 	if err := chromedp.Do(tab, chromedp.Navigate(e.url+"/?poll=100")); err != nil {
 		t.Fatal(err)
 	}
-	poll("the waiting row", `(() => { const r = document.querySelector('#waiting tr[data-key="orders/batch-7"]'); return r && r.innerText.includes("reports") ? "yes" : false })()`)
+	poll("the waiting row", `(() => { const r = document.querySelector('#waiting tr[data-key="orders/batch-7"]'); return r && r.innerText.includes("reports") && r.innerText.includes("monthly report") ? "yes" : false })()`)
 	expect(t, e.post("/api/v1/locks/release", `{"key":"orders/batch-7","owner":"billing-7f9c"}`), 200, "")
 	expect(t, <-waiter, 200, "")
 	poll("the new holder", `(() => { const r = document.querySelector('#held tr[data-key="orders/batch-7"]'); return r && r.innerText.includes("reports") ? "yes" : false })()`)

@@ -58,20 +58,24 @@ func (c *Client) Keys(ctx context.Context) ([]string, error) {
 }
 
 // Holders returns every holder of every key with its fencing token,
-// session, lease and mode, sorted by key and token. From a server that
-// does not know the command (an older lcd) it returns what CmdListHolders
-// reports, with zero tokens.
+// session, lease, mode and note, sorted by key and token. From a server
+// that does not know the command (an older lcd) it returns what the
+// newest command that server knows reports: without notes
+// (CmdListHoldersTokens), or with zero tokens too (CmdListHolders).
 func (c *Client) Holders(ctx context.Context) ([]Holder, error) {
-	extended := true
-	body, err := c.call(ctx, "list holders", Request{Cmd: CmdListHoldersTokens})
-	if errors.Is(err, ErrFailed) {
-		extended = false
-		body, err = c.call(ctx, "list holders", Request{Cmd: CmdListHolders})
+	var body []byte
+	var err error
+	detail := holderNotes
+	for _, cmd := range []Command{CmdListHoldersNotes, CmdListHoldersTokens, CmdListHolders} {
+		detail = detailOf(cmd)
+		if body, err = c.call(ctx, "list holders", Request{Cmd: cmd}); !errors.Is(err, ErrFailed) {
+			break
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	hs, err := decodeHolders(body, extended)
+	hs, err := decodeHolders(body, detail)
 	if err != nil {
 		return nil, fmt.Errorf("list holders at %s: %w", c.Addr, err)
 	}

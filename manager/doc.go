@@ -19,12 +19,14 @@
 //	add member            8   [8][n][id][r][raft][c][client][voter u8]  none
 //	remove member         9   [9][n][id]                       none
 //	transfer leadership  10   [10][n][id] (n 0: any voter)     none
+//	list holders, notes  11   [11]                             [count u32] count x holder, with note
 //
 //	holder:   [n u8][key n] [m u8][source m] [r u8][remote r]
 //	          [acquired i64: Unix nanoseconds] [held i64: nanoseconds]
 //	          [waiters u32]
 //	extended: holder, then [token u64] [session u64] [lease i64: ns, -1 none]
 //	          [delay i64: ns] [mode u8] [count u32] [limit u32]
+//	with note: extended, then [k u16][note k, at most 1,024]
 //	session:  [id u64] [m u8][name m] [r u8][remote r] [ttl i64: ns]
 //	          [idle i64: ns] [held u32] [parked u32]
 //	member:   [n u8][id n] [r u8][raft r] [c u8][client c]
@@ -34,7 +36,7 @@
 //
 // The membership commands (7 to 10) answer a failure with '-', then a
 // code byte (Refusal's codes), a u16 length and a message of that many
-// bytes; commands 1 to 6 answer '-' alone. A node id is 1 to 127 bytes,
+// bytes; commands 1 to 6 and 11 answer '-' alone. A node id is 1 to 127 bytes,
 // an address 1 to 255 (a client address may be empty).
 //
 // Keys are 1..127 bytes, sources 0..127. Lists are sorted by key bytes. An

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,7 +143,7 @@ func raw(t *testing.T, addr string, b []byte) []byte {
 
 func TestMalformedRequests(t *testing.T) {
 	tb, c := start(t)
-	for _, b := range [][]byte{{0}, {11}, {255}, {3, 0}, {3, 200}, {1, 'x'}, {4, 1, 's', 'x'}, {9, 0}, {8, 1, 'n', 0}, {8, 1, 'n', 3, 'h', ':', '1', 0, 2}} {
+	for _, b := range [][]byte{{0}, {12}, {255}, {3, 0}, {3, 200}, {1, 'x'}, {4, 1, 's', 'x'}, {9, 0}, {8, 1, 'n', 0}, {8, 1, 'n', 3, 'h', ':', '1', 0, 2}} {
 		if got := raw(t, c.Addr, b); !bytes.Equal(got, []byte{'-'}) {
 			t.Errorf("%v: answered %q, want -", b, got)
 		}
@@ -224,10 +225,28 @@ func TestHolderListRoundTrip(t *testing.T) {
 	}
 	in = append(in, Holder{Key: "s", Source: "x", Acquired: time.Unix(0, 5), Token: 1<<64 - 1, Session: 7,
 		Lease: time.Second, Delay: time.Minute, Mode: mutex.Shared, Count: 3, Limit: 4})
-	b := appendHolders(nil, in, true)
-	out, err := decodeHolders(b[1:], true)
-	if err != nil {
-		t.Fatal(err)
+	in = append(in, Holder{Key: "n", Source: "ci", Acquired: time.Unix(0, 6), Token: 9, Session: 8, Lease: -1, Count: 1,
+		Limit: 1, Note: strings.Repeat("é", mutex.MaxNoteLen/2)})
+	for _, detail := range []holderDetail{holderTokens, holderNotes} {
+		want := slices.Clone(in)
+		if detail < holderNotes {
+			for i := range want {
+				want[i].Note = ""
+			}
+		}
+		b := appendHolders(nil, in, detail)
+		out, err := decodeHolders(b[1:], detail)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalHolders(t, out, want)
+	}
+}
+
+func equalHolders(t *testing.T, out, in []Holder) {
+	t.Helper()
+	if len(out) != len(in) {
+		t.Fatalf("%d holders, want %d", len(out), len(in))
 	}
 	for i := range in {
 		if !in[i].Acquired.Equal(out[i].Acquired) {
@@ -243,20 +262,38 @@ func TestHolderListRoundTrip(t *testing.T) {
 // FuzzDecodeHolders: a response from a server is never trusted; the
 // decoder refuses what does not parse and never over-allocates.
 func FuzzDecodeHolders(f *testing.F) {
+	detail := func(ext bool) holderDetail {
+		if ext {
+			return holderTokens
+		}
+		return holderPlain
+	}
 	for _, ext := range []bool{false, true} {
-		f.Add(appendHolders(nil, []Holder{{Key: "k", Source: "s", RemoteAddr: "r", Acquired: time.Unix(1, 0)}}, ext)[1:], ext)
+		f.Add(appendHolders(nil, []Holder{{Key: "k", Source: "s", RemoteAddr: "r", Acquired: time.Unix(1, 0)}}, detail(ext))[1:], ext)
 	}
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, false)
 	f.Add([]byte{0, 0, 0, 0}, true)
-	f.Fuzz(func(t *testing.T, b []byte, ext bool) {
-		hs, err := decodeHolders(b, ext)
-		if err != nil {
-			return
-		}
-		if enc := appendHolders(nil, hs, ext); !bytes.Equal(enc[1:], b) {
-			t.Fatalf("re-encoded %x, want %x", enc[1:], b)
-		}
-	})
+	f.Fuzz(func(t *testing.T, b []byte, ext bool) { roundTripHolders(t, b, detail(ext)) })
+}
+
+// FuzzDecodeHoldersNotes: the same for the list with notes.
+func FuzzDecodeHoldersNotes(f *testing.F) {
+	f.Add(appendHolders(nil, []Holder{{Key: "k", Source: "s", RemoteAddr: "r", Acquired: time.Unix(1, 0), Note: "job 7"}}, holderNotes)[1:])
+	f.Add([]byte{0, 0, 0, 1, 1, 'k', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x04, 0x01})
+	f.Fuzz(func(t *testing.T, b []byte) { roundTripHolders(t, b, holderNotes) })
+}
+
+// roundTripHolders checks that b, if it decodes, is what its holders
+// encode to.
+func roundTripHolders(t *testing.T, b []byte, detail holderDetail) {
+	hs, err := decodeHolders(b, detail)
+	if err != nil {
+		return
+	}
+	if enc := appendHolders(nil, hs, detail); !bytes.Equal(enc[1:], b) {
+		t.Fatalf("re-encoded %x, want %x", enc[1:], b)
+	}
 }
 
 func TestSessionListRoundTrip(t *testing.T) {

@@ -198,7 +198,7 @@ func (s *Server) admit(c net.Conn, req Request) bool {
 // only as the leader; otherwise it answers '-'.
 func (s *Server) respond(req Request) []byte {
 	switch req.Cmd {
-	case CmdListKeys, CmdListHolders, CmdListHoldersTokens, CmdListSessions:
+	case CmdListKeys, CmdListHolders, CmdListHoldersTokens, CmdListHoldersNotes, CmdListSessions:
 		if err := s.table.Linearize(); err != nil {
 			s.log.Info("listing refused: this node does not lead its cluster", slog.String("leader", s.table.Leader()))
 			return []byte{statusFailed}
@@ -214,13 +214,13 @@ func (s *Server) respond(req Request) []byte {
 			}
 		}
 		return appendKeys(nil, keys)
-	case CmdListHolders, CmdListHoldersTokens:
+	case CmdListHolders, CmdListHoldersTokens, CmdListHoldersNotes:
 		snap := s.table.Snapshot()
 		hs := make([]Holder, len(snap.Holders))
 		for i, h := range snap.Holders {
 			hs[i] = holderOf(h, snap.Taken)
 		}
-		return appendHolders(nil, hs, req.Cmd == CmdListHoldersTokens)
+		return appendHolders(nil, hs, detailOf(req.Cmd))
 	case CmdListSessions:
 		snap := s.table.Snapshot()
 		ss := make([]Session, len(snap.Sessions))
@@ -251,7 +251,7 @@ func (s *Server) respond(req Request) []byte {
 func holderOf(h mutex.Holder, now time.Time) Holder {
 	out := Holder{Key: h.Key, Source: h.Source, RemoteAddr: h.RemoteAddr, Acquired: h.Acquired,
 		Held: h.Held(now), Waiters: h.Waiters, Token: h.Token, Session: h.Session, Lease: -1, Delay: h.Delay,
-		Mode: h.Mode, Count: h.Count, Limit: h.Limit}
+		Mode: h.Mode, Count: h.Count, Limit: h.Limit, Note: h.Note}
 	if h.Leased {
 		out.Lease = h.LeaseLeft
 	}

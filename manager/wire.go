@@ -26,6 +26,9 @@ const (
 	CmdAddMember          Command = 8
 	CmdRemoveMember       Command = 9
 	CmdTransferLeadership Command = 10
+	// CmdListHoldersNotes lists what CmdListHoldersTokens does and each
+	// holder's note.
+	CmdListHoldersNotes Command = 11
 )
 
 const (
@@ -65,6 +68,9 @@ type Holder struct {
 	Mode    mutex.Mode    // exclusive or shared
 	Count   uint32        // reentrancy count, at least 1
 	Limit   uint32        // the key's limit: 1, or N for a semaphore
+
+	// Filled by CmdListHoldersNotes only.
+	Note string // the holder's note, at most mutex.MaxNoteLen bytes; empty: none
 }
 
 // Session is one session of the session protocol, as the management port
@@ -251,7 +257,7 @@ func decodePlain(b []byte) (Request, int, error) {
 	}
 	r := Request{Cmd: Command(b[0])}
 	switch r.Cmd {
-	case CmdListKeys, CmdListHolders, CmdListHoldersTokens, CmdListSessions, CmdListMembers:
+	case CmdListKeys, CmdListHolders, CmdListHoldersTokens, CmdListHoldersNotes, CmdListSessions, CmdListMembers:
 		return r, 1, nil
 	case CmdAddMember, CmdRemoveMember, CmdTransferLeadership:
 		return decodeMemberRequest(r, b)
@@ -402,9 +408,30 @@ func appendKeys(b []byte, keys []string) []byte {
 	return b
 }
 
-// appendHolders appends a '+' and the body of a holder list; extended
-// adds what CmdListHoldersTokens reports.
-func appendHolders(b []byte, hs []Holder, extended bool) []byte {
+// holderDetail is how much of a holder a list carries: what
+// CmdListHolders, CmdListHoldersTokens or CmdListHoldersNotes reports.
+type holderDetail int
+
+const (
+	holderPlain holderDetail = iota
+	holderTokens
+	holderNotes
+)
+
+// detailOf returns the detail of a holder list command.
+func detailOf(cmd Command) holderDetail {
+	switch cmd {
+	case CmdListHoldersTokens:
+		return holderTokens
+	case CmdListHoldersNotes:
+		return holderNotes
+	}
+	return holderPlain
+}
+
+// appendHolders appends a '+' and the body of a holder list, with the
+// fields of detail.
+func appendHolders(b []byte, hs []Holder, detail holderDetail) []byte {
 	b = append(b, statusOK)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(hs)))
 	for _, h := range hs {
@@ -414,7 +441,7 @@ func appendHolders(b []byte, hs []Holder, extended bool) []byte {
 		b = binary.BigEndian.AppendUint64(b, uint64(h.Acquired.UnixNano()))
 		b = binary.BigEndian.AppendUint64(b, uint64(h.Held))
 		b = binary.BigEndian.AppendUint32(b, uint32(h.Waiters))
-		if extended {
+		if detail >= holderTokens {
 			b = binary.BigEndian.AppendUint64(b, h.Token)
 			b = binary.BigEndian.AppendUint64(b, h.Session)
 			b = binary.BigEndian.AppendUint64(b, uint64(h.Lease))
@@ -422,6 +449,11 @@ func appendHolders(b []byte, hs []Holder, extended bool) []byte {
 			b = append(b, byte(h.Mode))
 			b = binary.BigEndian.AppendUint32(b, h.Count)
 			b = binary.BigEndian.AppendUint32(b, h.Limit)
+		}
+		if detail >= holderNotes {
+			note := h.Note[:min(len(h.Note), mutex.MaxNoteLen)]
+			b = binary.BigEndian.AppendUint16(b, uint16(len(note)))
+			b = append(b, note...)
 		}
 	}
 	return b
@@ -467,6 +499,20 @@ func (r *reader) string() string {
 	return string(r.take(int(n[0])))
 }
 
+// note reads a u16 length and that many bytes, at most mutex.MaxNoteLen.
+func (r *reader) note() string {
+	n := r.take(2)
+	if n == nil {
+		return ""
+	}
+	if l := int(binary.BigEndian.Uint16(n)); l > mutex.MaxNoteLen {
+		r.err = ErrMalformed
+	} else {
+		return string(r.take(l))
+	}
+	return ""
+}
+
 func (r *reader) u32() uint32 {
 	if b := r.take(4); b != nil {
 		return binary.BigEndian.Uint32(b)
@@ -502,13 +548,16 @@ func decodeKeys(b []byte) ([]string, error) {
 	return keys, r.finish()
 }
 
-// decodeHolders decodes the body of a holder list (after '+'); extended
-// reads the fields of CmdListHoldersTokens too.
-func decodeHolders(b []byte, extended bool) ([]Holder, error) {
+// decodeHolders decodes the body of a holder list (after '+') with the
+// fields of detail.
+func decodeHolders(b []byte, detail holderDetail) ([]Holder, error) {
 	r := &reader{b: b}
 	size := 3 + 8 + 8 + 4
-	if extended {
+	if detail >= holderTokens {
 		size += 8 + 8 + 8 + 8 + 1 + 4 + 4
+	}
+	if detail >= holderNotes {
+		size += 2
 	}
 	hs := make([]Holder, r.count(size))
 	for i := range hs {
@@ -523,7 +572,7 @@ func decodeHolders(b []byte, extended bool) ([]Holder, error) {
 			Count:      1,
 			Limit:      1,
 		}
-		if extended {
+		if detail >= holderTokens {
 			h := &hs[i]
 			h.Token, h.Session = r.u64(), r.u64()
 			h.Lease, h.Delay = time.Duration(r.u64()), time.Duration(r.u64())
@@ -531,6 +580,9 @@ func decodeHolders(b []byte, extended bool) ([]Holder, error) {
 				h.Mode = mutex.Mode(m[0])
 			}
 			h.Count, h.Limit = r.u32(), r.u32()
+		}
+		if detail >= holderNotes {
+			hs[i].Note = r.note()
 		}
 	}
 	return hs, r.finish()

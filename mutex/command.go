@@ -158,6 +158,11 @@ type Command struct {
 	Priority  int32  // acquire: higher is served first; 0 keeps arrival order
 	Reentrant bool   // acquire: a holder of Key in the same session (and Owner) counts up
 	Owner     string // acquire: the owner within the session, for reentrancy
+	// Note is the holder's note of a session's acquire: free text the
+	// client gives (the job, the host, a link), at most MaxNoteLen bytes,
+	// kept with the lock and shown wherever the lock is. The table does
+	// not read it.
+	Note string
 
 	// MaxHeld and MaxParked cap what the acquire's account may have: an
 	// acquire is refused with StatusOverLimit when the account's locks and
@@ -354,6 +359,7 @@ type Event struct {
 	Mode    Mode
 	At      time.Time     // when it happened (the command's At)
 	Lease   time.Duration // granted: the lock's lease, 0 none
+	Note    string        // granted: the holder's note
 	// Position is, on a replicated node, the log position of the entry
 	// whose apply made the event (the same on every node); 0 on a single
 	// node.

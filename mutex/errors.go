@@ -29,6 +29,8 @@ var (
 const (
 	MaxKeyLen    = 127
 	MaxSourceLen = 127
+	// MaxNoteLen bounds a holder's note (Command.Note), in bytes.
+	MaxNoteLen = 1024
 )
 
 // ValidateKey reports ErrKeyEmpty or ErrKeyTooLong for a key the table

@@ -54,6 +54,7 @@ type Record struct {
 	Mode       Mode
 	Count      uint32        // holder
 	Owner      string        // holder, waiter
+	Note       string        // holder, waiter: the holder's note
 	LeaseFor   time.Duration // holder, waiter
 	LeaseAt    time.Time     // holder: when its lease ends; zero: none
 	Priority   int32         // waiter
@@ -109,6 +110,7 @@ func (t *Table) Export(f func(*Record)) {
 				r.Account = h.account.Value()
 			} else {
 				r.Session, r.Request, r.Mode, r.Count, r.Owner = hs.sess.id, hs.request, hs.mode, hs.count, hs.owner.Value()
+				r.Note = hs.note
 				r.LeaseFor, r.DelayFor = time.Duration(hs.leaseFor), time.Duration(hs.delayFor)
 				if hs.leaseFor > 0 {
 					r.LeaseAt = nanoTime(hs.lease.at)
@@ -122,7 +124,7 @@ func (t *Table) Export(f func(*Record)) {
 		for q := e.x.head; q != nil; q = q.next {
 			r := Record{Kind: RecordWaiter, Key: k, Ticket: q.ticket, Request: q.request,
 				Source: q.source.Value(), RemoteAddr: q.remote.Value(), QueuedAt: nanoTime(q.queuedAt),
-				Mode: q.mode, Limit: q.limit(), Owner: q.owner.Value(), LeaseFor: time.Duration(q.leaseFor()),
+				Mode: q.mode, Limit: q.limit(), Owner: q.owner.Value(), Note: q.note(), LeaseFor: time.Duration(q.leaseFor()),
 				DelayFor: time.Duration(q.delayFor()), Priority: q.priority(), Reentrant: q.reentrant,
 				ConnBound: q.connBound}
 			if w := q.wait(); w != nil {
@@ -203,7 +205,7 @@ func (t *Table) importHolder(r *Record) bool {
 	if s != nil {
 		h.account = s.account
 		hs := &hold{sess: s, e: e, token: r.Token, request: r.Request, mode: r.Mode, count: max(r.Count, 1),
-			owner: intern(r.Owner), leaseFor: int64(r.LeaseFor), delayFor: int64(r.DelayFor)}
+			owner: intern(r.Owner), note: r.Note, leaseFor: int64(r.LeaseFor), delayFor: int64(r.DelayFor)}
 		if hs.leaseFor > 0 {
 			hs.lease = timer{at: timeNano(r.LeaseAt), kind: timerLease, hold: hs}
 			t.timers.push(&hs.lease)
@@ -229,7 +231,7 @@ func (t *Table) importWaiter(r *Record) bool {
 		}
 	}
 	e := t.entryFor(r.Key)
-	q := newRequest(e, s, r.Request, unique.Make(r.Source), unique.Make(r.Account), r.RemoteAddr, r.Owner,
+	q := newRequest(e, s, r.Request, unique.Make(r.Source), unique.Make(r.Account), r.RemoteAddr, r.Owner, r.Note,
 		timeNano(r.QueuedAt), int64(r.LeaseFor), int64(r.DelayFor), r.Mode, r.Limit, r.Priority, r.Reentrant, r.ConnBound)
 	q.ticket = r.Ticket
 	if t.parked[q.key()] != nil {
@@ -380,18 +382,7 @@ func (t *Table) describe(key string, now time.Time) KeyInfo {
 		info.DelayLeft = time.Duration(max(e.x.delay.at-ns, 0))
 	}
 	lim := e.limit()
-	e.eachHolder(func(h *holder) {
-		out := Holder{Key: key, Token: h.token, Source: h.source.Value(), RemoteAddr: h.remote,
-			Acquired: time.Unix(0, h.acquired), Count: 1, Limit: lim, Waiters: info.Queue}
-		if hs := h.s; hs != nil {
-			out.Session, out.Mode, out.Count = hs.sess.id, hs.mode, hs.count
-			out.Delay = time.Duration(hs.delayFor)
-			if hs.leaseFor > 0 {
-				out.Leased, out.LeaseLeft = true, t.leaseLeft(hs, ns)
-			}
-		}
-		info.Holders = append(info.Holders, out)
-	})
+	e.eachHolder(func(h *holder) { info.Holders = append(info.Holders, t.holderInfo(key, h, lim, info.Queue, ns)) })
 	return info
 }
 

@@ -67,6 +67,23 @@ type Holder struct {
 	LeaseLeft  time.Duration // what is left of it, when Leased
 	Delay      time.Duration // lock-delay the key gets if this lock is lost by expiry
 	Waiters    int           // requests parked for the key
+	Note       string        // the holder's note; empty for none (and for a v1 holder)
+}
+
+// holderInfo returns h, a holder of key, as a Holder at ns (Unix
+// nanoseconds, the node's clock); lim is the key's limit and waiters its
+// queue's length.
+func (t *Table) holderInfo(key string, h *holder, lim uint32, waiters int, ns int64) Holder {
+	out := Holder{Key: key, Token: h.token, Source: h.source.Value(), RemoteAddr: h.remote,
+		Acquired: time.Unix(0, h.acquired), Mode: Exclusive, Count: 1, Limit: lim, Waiters: waiters}
+	if hs := h.s; hs != nil {
+		out.Session, out.Mode, out.Count, out.Note = hs.sess.id, hs.mode, hs.count, hs.note
+		out.Delay = time.Duration(hs.delayFor)
+		if hs.leaseFor > 0 {
+			out.Leased, out.LeaseLeft = true, t.leaseLeft(hs, ns)
+		}
+	}
+	return out
 }
 
 // Held returns how long h has been held at now, never less than zero.
@@ -130,18 +147,7 @@ func (t *Table) snapshot(now time.Time) Snapshot {
 			s.Delayed++
 		}
 		lim, waiters := e.limit(), e.queueLen()
-		e.eachHolder(func(h *holder) {
-			out := Holder{Key: key, Token: h.token, Source: h.source.Value(), RemoteAddr: h.remote,
-				Acquired: time.Unix(0, h.acquired), Mode: Exclusive, Count: 1, Limit: lim, Waiters: waiters}
-			if hs := h.s; hs != nil {
-				out.Session, out.Mode, out.Count = hs.sess.id, hs.mode, hs.count
-				out.Delay = time.Duration(hs.delayFor)
-				if hs.leaseFor > 0 {
-					out.Leased, out.LeaseLeft = true, t.leaseLeft(hs, ns)
-				}
-			}
-			s.Holders = append(s.Holders, out)
-		})
+		e.eachHolder(func(h *holder) { s.Holders = append(s.Holders, t.holderInfo(key, h, lim, waiters, ns)) })
 	}
 	for _, ss := range t.sessions {
 		s.Sessions = append(s.Sessions, SessionInfo{ID: ss.id, Name: ss.name.Value(), Account: ss.account.Value(),

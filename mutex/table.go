@@ -101,8 +101,9 @@ type hold struct {
 	mode         Mode
 	count        uint32 // reentrancy, at least 1
 	owner        unique.Handle[string]
-	leaseFor     int64 // nanoseconds; 0: no lease
-	delayFor     int64 // lock-delay after a loss by expiry, nanoseconds
+	note         string // the holder's note
+	leaseFor     int64  // nanoseconds; 0: no lease
+	delayFor     int64  // lock-delay after a loss by expiry, nanoseconds
 	lease        timer
 	sprev, snext *hold
 }
@@ -140,6 +141,7 @@ type requestExt struct {
 	delayFor int64                 // nanoseconds
 	limit    uint32                // above 1: the key's limit it asks for
 	priority int32
+	note     string // the holder's note it will have
 	wait     *timer // its deadline; nil: it waits for as long as it takes
 }
 
@@ -166,7 +168,7 @@ func (r *request) key() parkKey {
 
 // newRequest returns a request of the given fields, with x only when one
 // of the fields kept there is set.
-func newRequest(e *entry, s *session, id uint64, source, account unique.Handle[string], remote, owner string,
+func newRequest(e *entry, s *session, id uint64, source, account unique.Handle[string], remote, owner, note string,
 	queuedAt, leaseFor, delayFor int64, mode Mode, limit uint32, priority int32, reentrant, connBound bool) *request {
 	r := &request{e: e, sess: s, request: id, source: source, owner: intern(owner),
 		queuedAt: queuedAt, mode: mode, reentrant: reentrant, connBound: connBound}
@@ -181,8 +183,9 @@ func newRequest(e *entry, s *session, id uint64, source, account unique.Handle[s
 	if limit <= 1 {
 		limit = 0
 	}
-	if account != (unique.Handle[string]{}) || leaseFor != 0 || delayFor != 0 || limit != 0 || priority != 0 {
-		r.x = &requestExt{account: account, leaseFor: leaseFor, delayFor: delayFor, limit: limit, priority: priority}
+	if account != (unique.Handle[string]{}) || leaseFor != 0 || delayFor != 0 || limit != 0 || priority != 0 || note != "" {
+		r.x = &requestExt{account: account, leaseFor: leaseFor, delayFor: delayFor, limit: limit, priority: priority,
+			note: note}
 	}
 	return r
 }
@@ -214,6 +217,13 @@ func (r *request) account() unique.Handle[string] {
 		return noAccount
 	}
 	return r.x.account
+}
+
+func (r *request) note() string {
+	if r.x == nil {
+		return ""
+	}
+	return r.x.note
 }
 
 func (r *request) leaseFor() int64 {
@@ -390,7 +400,7 @@ func keyLimit(l uint32) uint32 {
 
 func (t *Table) acquire(c *Command) Result {
 	if ValidateKey(c.Key) != nil || c.Mode > Shared || c.Mode == Shared && c.Limit > 1 ||
-		c.Lease < 0 || c.Delay < 0 || c.Wait < 0 {
+		c.Lease < 0 || c.Delay < 0 || c.Wait < 0 || len(c.Note) > MaxNoteLen {
 		return Result{Status: StatusInvalid}
 	}
 	var s *session
@@ -400,8 +410,8 @@ func (t *Table) acquire(c *Command) Result {
 		if s, r, ok = t.session(c); !ok {
 			return r
 		}
-	} else if c.Reentrant || c.Lease != 0 {
-		return Result{Status: StatusInvalid} // v1 has neither
+	} else if c.Reentrant || c.Lease != 0 || c.Note != "" {
+		return Result{Status: StatusInvalid} // v1 has none of them
 	}
 	now := c.unixNano()
 	account := unique.Make(c.Account)
@@ -459,21 +469,21 @@ func (t *Table) acquire(c *Command) Result {
 	}
 	if e.queueLen() == 0 && !e.delayed() && e.compatible(c.Mode, normLimit(c.Limit)) {
 		h := t.grantHandle(e, s, c.Request, unique.Make(c.Source), account, c.RemoteAddr, c.Mode, intern(c.Owner),
-			int64(c.Lease), int64(c.Delay), now, 0)
+			c.Note, int64(c.Lease), int64(c.Delay), now, 0)
 		t.emit(Event{Kind: EventGranted, Key: e.key, Token: h.token, Session: c.Session, Request: c.Request,
-			Source: c.Source, Mode: c.Mode, At: c.At, Lease: c.Lease})
+			Source: c.Source, Mode: c.Mode, At: c.At, Lease: c.Lease, Note: c.Note})
 		return Result{Status: StatusGranted, Token: h.token, Count: 1, Left: c.Lease, Changed: true}
 	}
 	if c.Try && c.Priority <= 0 {
 		t.stats.Busy++
 		return refuse(Result{Status: StatusBusy})
 	}
-	r := newRequest(e, s, c.Request, unique.Make(c.Source), account, c.RemoteAddr, c.Owner, now, int64(c.Lease),
+	r := newRequest(e, s, c.Request, unique.Make(c.Source), account, c.RemoteAddr, c.Owner, c.Note, now, int64(c.Lease),
 		int64(min(c.Delay, MaxLockDelay)), c.Mode, c.Limit, c.Priority, c.Reentrant, c.ConnBound)
 	t.enqueue(e, r)
 	if granted := t.promote(e, now, c.At, r); granted != nil {
 		t.emit(Event{Kind: EventGranted, Key: e.key, Token: granted.token, Session: c.Session,
-			Request: c.Request, Source: c.Source, Mode: c.Mode, At: c.At, Lease: c.Lease})
+			Request: c.Request, Source: c.Source, Mode: c.Mode, At: c.At, Lease: c.Lease, Note: c.Note})
 		return Result{Status: StatusGranted, Token: granted.token, Count: 1, Left: c.Lease, Changed: true}
 	}
 	if c.Try {
@@ -510,11 +520,11 @@ func (t *Table) acquire(c *Command) Result {
 // grantHandle makes a new holder of e with the next fencing token, charged
 // to account. The grant is at now after a wait of waited nanoseconds.
 func (t *Table) grantHandle(e *entry, s *session, request uint64, source, account unique.Handle[string],
-	remote string, mode Mode, owner unique.Handle[string], leaseFor, delayFor, now, waited int64) *holder {
+	remote string, mode Mode, owner unique.Handle[string], note string, leaseFor, delayFor, now, waited int64) *holder {
 	t.lastToken++
 	h := holder{token: t.lastToken, source: source, account: account, remote: remote, acquired: now}
 	if s != nil {
-		hs := &hold{sess: s, e: e, token: h.token, request: request, mode: mode, count: 1, owner: owner,
+		hs := &hold{sess: s, e: e, token: h.token, request: request, mode: mode, count: 1, owner: owner, note: note,
 			leaseFor: leaseFor, delayFor: min(delayFor, int64(MaxLockDelay))}
 		if leaseFor > 0 {
 			hs.lease = timer{at: now + leaseFor, kind: timerLease, hold: hs}
@@ -544,7 +554,7 @@ func (t *Table) promote(e *entry, now int64, at time.Time, want *request) *holde
 		t.unlink(r)
 		t.unpark(r)
 		h := t.grantHandle(e, r.sess, r.request, r.source, r.account(), r.remote.Value(), r.mode, r.owner,
-			r.leaseFor(), r.delayFor(), now, now-r.queuedAt)
+			r.note(), r.leaseFor(), r.delayFor(), now, now-r.queuedAt)
 		if r == want {
 			got = h
 			continue
@@ -555,7 +565,7 @@ func (t *Table) promote(e *entry, now int64, at time.Time, want *request) *holde
 		}
 		t.emit(Event{Kind: EventGranted, Parked: true, Key: e.key, Token: h.token, Session: sid,
 			Request: r.request, Ticket: r.ticket, Source: r.source.Value(), Mode: r.mode, At: at,
-			Lease: time.Duration(r.leaseFor())})
+			Lease: time.Duration(r.leaseFor()), Note: r.note()})
 	}
 	return got
 }

@@ -683,3 +683,55 @@ func TestPriorityDocExample(t *testing.T) {
 		t.Fatalf("at 7 s granted %v, want A %d", got, a)
 	}
 }
+
+// TestHolderNote: a session's acquire keeps its note with the lock, at
+// once or after a wait, through an export and import; a reentrant count-up
+// keeps the first note; v1 and an over-long note are refused.
+func TestHolderNote(t *testing.T) {
+	b := newBench(t)
+	s1, s2 := b.open("a"), b.open("b")
+	b.want(b.apply(Command{Op: OpAcquire, Session: s1, Key: "k", Note: "job 7 on host-3", Reentrant: true}), StatusGranted)
+	b.want(b.apply(Command{Op: OpAcquire, Session: s1, Key: "k", Note: "other", Reentrant: true}), StatusGranted)
+	b.want(b.apply(Command{Op: OpAcquire, Session: s2, Key: "k", Note: "waiting\x00\xff"}), StatusParked)
+	if hs := b.holders("k"); len(hs) != 1 || hs[0].Note != "job 7 on host-3" || hs[0].Count != 2 {
+		t.Fatalf("holders %+v", hs)
+	}
+	evs := b.events()
+	if len(evs) != 1 || evs[0].Kind != EventGranted || evs[0].Note != "job 7 on host-3" {
+		t.Fatalf("events %+v", evs)
+	}
+
+	// The waiter's note survives a snapshot.
+	copied := NewTable()
+	b.tab.Export(func(r *Record) {
+		if !copied.Import(r) {
+			t.Fatalf("import %+v", r)
+		}
+	})
+	copied.FinishImport()
+	b.tab = copied
+	for range 2 {
+		b.want(b.apply(Command{Op: OpRelease, Session: s1, Key: "k", Token: 1}), StatusOK)
+	}
+	evs = b.events()
+	var granted *Event
+	for i := range evs {
+		if evs[i].Kind == EventGranted {
+			granted = &evs[i]
+		}
+	}
+	if granted == nil || granted.Note != "waiting\x00\xff" || granted.Session != s2 {
+		t.Fatalf("events after the release %+v", evs)
+	}
+	if hs := b.holders("k"); len(hs) != 1 || hs[0].Note != "waiting\x00\xff" {
+		t.Fatalf("holders %+v", hs)
+	}
+	if snap := b.tab.snapshot(b.now); len(snap.Holders) != 1 || snap.Holders[0].Note != "waiting\x00\xff" {
+		t.Fatalf("snapshot holders %+v", snap.Holders)
+	}
+
+	long := string(make([]byte, MaxNoteLen+1))
+	b.want(b.apply(Command{Op: OpAcquire, Session: s1, Key: "x", Note: long}), StatusInvalid)
+	b.want(b.apply(Command{Op: OpAcquire, Session: s1, Key: "x", Note: long[1:]}), StatusGranted)
+	b.want(b.apply(Command{Op: OpAcquire, Key: "y", Source: "v1", Note: "n", ConnBound: true}), StatusInvalid)
+}

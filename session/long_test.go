@@ -55,7 +55,7 @@ func TestResumeLongWelcome(t *testing.T) {
 	const nHeld, nParked = 10_000, 300
 	e := start(t, envOptions{})
 	a := e.hello(t, "a", ttl(300_000))
-	b := e.hello(t, "b")
+	b := e.hello(t, "b", ttl(300_000))       // idle while a takes its keys, which can outlast the default TTL under -race
 	tokens := make(map[string]uint64, nHeld) // a's keys
 	leased := map[string]bool{}
 	for from := 0; from < nHeld; from += 500 {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/locking-center/locking-center/auth"
 	"github.com/locking-center/locking-center/internal/ratelimit"
@@ -995,7 +996,7 @@ func clip(m string) string {
 var (
 	helloTags    = tagSet(TagName, TagTTL, TagCredential)
 	resumeTags   = tagSet(TagSession, TagSecret, TagCredential)
-	acquireTags  = tagSet(TagKey, TagWait, TagLease, TagDelay, TagMode, TagLimit, TagPriority, TagReentrant, TagOwner)
+	acquireTags  = tagSet(TagKey, TagWait, TagLease, TagDelay, TagMode, TagLimit, TagPriority, TagReentrant, TagOwner, TagNote)
 	releaseTags  = tagSet(TagKey, TagToken)
 	renewTags    = tagSet(TagKey, TagToken, TagLease)
 	cancelTags   = tagSet(TagTarget)
@@ -1208,6 +1209,12 @@ func (c *conn) acquire(f *Frame, cmd *mutex.Command) ([]byte, string) {
 	if o, ok := f.Get(TagOwner); ok {
 		cmd.Owner = string(o)
 	}
+	if n, ok := f.Get(TagNote); ok {
+		if !utf8.Valid(n) {
+			return nil, "note must be UTF-8"
+		}
+		cmd.Note = string(n)
+	}
 	return key, ""
 }
 
@@ -1237,6 +1244,9 @@ func info(id uint64, k mutex.KeyInfo, now time.Time) [][]byte {
 		fb.u32(TagCount, h.Count)
 		if h.Leased {
 			fb.u32(TagLeft, millis(int64(h.LeaseLeft)))
+		}
+		if h.Note != "" {
+			fb.str(TagNote, h.Note)
 		}
 		a.endItem(at)
 	}

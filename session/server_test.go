@@ -512,29 +512,34 @@ func testV1AndSessionsShareOneFIFO(t *testing.T, o envOptions) {
 	}
 }
 
+// startDurable serves a new node on the write-ahead log at path (read
+// back if it exists) until stop is called.
+func startDurable(t *testing.T, path string) (e *env, stop func()) {
+	t.Helper()
+	l, table, err := store.Open(store.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = startOn(t, envOptions{journal: l, table: table})
+	return e, func() {
+		e.stop()
+		l.Close()
+	}
+}
+
 // With a write-ahead log a session outlives a restart of the server: its
 // client resumes on the new process within the TTL (which starts again at
 // the restart) and finds its locks, with their tokens.
 func TestResumeAfterRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "locks.wal")
-	l, table, err := store.Open(store.Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := startOn(t, envOptions{journal: l, table: table})
+	e, stop := startDurable(t, path)
 	a := e.hello(t, "durable")
 	tok := a.granted(a.acquire("k", lease(60_000)))
 	sid, secret := a.sid, a.sec
-	e.stop()
-	l.Close()
+	stop()
 
-	l, table, err = store.Open(store.Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	e = startOn(t, envOptions{journal: l, table: table})
-	defer e.stop()
+	e, stop = startDurable(t, path)
+	defer stop()
 	r := e.dial(t)
 	r.send(TypeResume, func(fb *frameBuilder) { fb.u64(TagSession, sid) }, func(fb *frameBuilder) { fb.bytes(TagSecret, secret) })
 	w := r.expect(TypeWelcome)

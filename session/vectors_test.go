@@ -118,6 +118,14 @@ func vectors() []vectorFrame {
 			str(TagMessage, "field 0x7f is not supported here")}},
 		{"goodbye answering a resume", TypeGoodbye, 1, []f{u8(TagCode, uint8(CodeUnknownSession)),
 			str(TagMessage, "no such session, or a wrong secret")}},
+		{"acquire with a holder's note", TypeAcquire, 13, []f{str(TagKey, "deploy/prod"),
+			str(TagNote, "deploy 4.2 by ana from ci-7 · run 8812")}},
+		{"info with a holder's note", TypeInfo, 14, []f{str(TagKey, "deploy/prod"), u32(TagQueue, 0),
+			list(TagHolder, u64(TagToken, 15), str(TagName, "ci-7"), u64(TagSession, 44), u32(TagHeldFor, 2000),
+				u8(TagMode, 0), u32(TagCount, 1), str(TagNote, "deploy 4.2 by ana from ci-7 · run 8812"))}},
+		{"event with a holder's note", TypeEvent, 12, []f{u8(TagEvent, 1), str(TagKey, "deploy/prod"), u64(TagToken, 15),
+			u64(TagSession, 44), str(TagName, "ci-7"), u64(TagAt, 1796000000456),
+			str(TagNote, "deploy 4.2 by ana from ci-7 · run 8812")}},
 	}
 	var out []vectorFrame
 	for _, c := range cases {
@@ -156,7 +164,8 @@ func buildVectors() vectorFile {
 		"queue": TagQueue, "applied": TagApplied, "left_ms": TagLeft, "held_ms": TagHeldFor,
 		"keepalive_ms": TagKeepalive, "request": TagRequest, "mode": TagMode, "limit": TagLimit,
 		"priority": TagPriority, "reentrant": TagReentrant, "owner": TagOwner, "count": TagCount, "held": TagHeld,
-		"parked": TagParked, "holder": TagHolder, "event": TagEvent, "at_ms": TagAt, "leader": TagLeader, "more": TagMore} {
+		"parked": TagParked, "holder": TagHolder, "event": TagEvent, "at_ms": TagAt, "leader": TagLeader, "more": TagMore,
+		"note": TagNote} {
 		v.Tags[name] = int(t)
 	}
 	for c, name := range codeNames {

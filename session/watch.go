@@ -75,6 +75,9 @@ func (w *watches) observe(ev mutex.Event) {
 			fb.u64(TagSession, ev.Session)
 			fb.str(TagName, clipName(ev.Source))
 			fb.u64(TagAt, uint64(max(ev.At.UnixMilli(), 0)))
+			if ev.Note != "" {
+				fb.str(TagNote, ev.Note)
+			}
 			frame = fb.end()
 		}
 		f := append([]byte(nil), frame...)

@@ -79,6 +79,7 @@ const (
 	TagEvent      Tag = 0x1C
 	TagAt         Tag = 0x1D
 	TagMore       Tag = 0x1E
+	TagNote       Tag = 0x1F
 	TagHeld       Tag = 0x20
 	TagParked     Tag = 0x21
 	TagHolder     Tag = 0x22
@@ -99,6 +100,7 @@ var fixedSize = [256]int{
 // fixedSize bounds or which the server does not know.
 var maxSize = [256]int{
 	TagKey: 127, TagName: 127, TagCredential: 1024, TagServer: 255, TagMessage: 1024, TagOwner: 127, TagLeader: 255,
+	TagNote: 1024, // mutex.MaxNoteLen
 	TagHeld: MaxFrame, TagParked: MaxFrame, TagHolder: MaxFrame,
 }
 

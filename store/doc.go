@@ -53,8 +53,8 @@
 //	{"op":"release","at":1709294401123456789,"key":"b3JkZXJzL2JhdGNoLTc="}
 //
 // Field names: key, src (source), acct (the account charged for a lock, a
-// waiter or a session), addr (remote address), owner, name (a session's)
-// and secret (the SHA-256 of a session's resume secret) are byte strings
+// waiter or a session), addr (remote address), owner, note (the holder's
+// note of a session's acquire, up to 1 KiB), name (a session's) and secret (the SHA-256 of a session's resume secret) are byte strings
 // in standard base64 with padding (RFC 4648 section 4), so that any byte
 // sequence, including invalid UTF-8, NUL and 0xFF, comes back exactly;
 // sess, req, target, ticket, token, floor, before (the bound of a v1

@@ -20,7 +20,8 @@ const (
 	// HeaderLen is the size of a record header in bytes.
 	HeaderLen = 12
 	// MaxPayload bounds the payload of one record, in bytes. The largest
-	// command or snapshot record the server makes takes well under 2 KiB.
+	// command or snapshot record the server makes takes under 2 KiB (a
+	// holder's note of 1 KiB is 1,368 bytes of base64).
 	MaxPayload = 64 << 10
 )
 
@@ -152,6 +153,7 @@ func appendCommand(b []byte, c *mutex.Command) []byte {
 	e.int("prio", int64(c.Priority))
 	e.bool("reent", c.Reentrant)
 	e.bytes("owner", c.Owner)
+	e.bytes("note", c.Note)
 	e.bool("conn", c.ConnBound)
 	e.uint("maxh", uint64(c.MaxHeld))
 	e.uint("maxp", uint64(c.MaxParked))
@@ -201,6 +203,7 @@ func appendState(b []byte, r *mutex.Record) []byte {
 			e.uint("count", uint64(r.Count))
 		}
 		e.bytes("owner", r.Owner)
+		e.bytes("note", r.Note)
 		e.int("lease", int64(r.LeaseFor))
 		e.time("lease_at", r.LeaseAt)
 		e.int("delay", int64(r.DelayFor))
@@ -217,6 +220,7 @@ func appendState(b []byte, r *mutex.Record) []byte {
 		e.int("mode", int64(r.Mode))
 		e.uint("limit", uint64(r.Limit))
 		e.bytes("owner", r.Owner)
+		e.bytes("note", r.Note)
 		e.int("lease", int64(r.LeaseFor))
 		e.int("delay", int64(r.DelayFor))
 		e.int("prio", int64(r.Priority))
@@ -274,7 +278,7 @@ type fields struct {
 	Op                                  string
 	At                                  *int64
 	Key, Src, Addr, Owner, Name, Secret []byte
-	Acct                                []byte
+	Acct, Note                          []byte
 	Sess, Req, Target, Ticket, Token    uint64
 	Floor, MaxH, MaxP, Before           uint64
 	Count, Limit, Applied, Sessions     uint64
@@ -294,6 +298,7 @@ type fieldsJSON struct {
 	Name     []byte `json:"name"`
 	Secret   []byte `json:"secret"`
 	Acct     []byte `json:"acct"`
+	Note     []byte `json:"note"`
 	Sess     uint64 `json:"sess"`
 	Req      uint64 `json:"req"`
 	Target   uint64 `json:"target"`
@@ -388,7 +393,7 @@ func (f *fields) item() (item, error) {
 			r = mutex.Record{Kind: mutex.RecordHolder, Key: string(f.Key), Token: f.Token, Source: string(f.Src),
 				Account:    string(f.Acct),
 				RemoteAddr: string(f.Addr), Acquired: at(derefOr(f.At)), Session: f.Sess, Request: f.Req,
-				Mode: mutex.Mode(f.Mode), Count: uint32(max(f.Count, 1)), Owner: string(f.Owner),
+				Mode: mutex.Mode(f.Mode), Count: uint32(max(f.Count, 1)), Owner: string(f.Owner), Note: string(f.Note),
 				LeaseFor: time.Duration(f.Lease), LeaseAt: at(f.LeaseAt), DelayFor: time.Duration(f.Delay)}
 		case opWaiter:
 			if f.Ticket == 0 {
@@ -397,7 +402,7 @@ func (f *fields) item() (item, error) {
 			r = mutex.Record{Kind: mutex.RecordWaiter, Key: string(f.Key), Ticket: f.Ticket, Source: string(f.Src),
 				Account:    string(f.Acct),
 				RemoteAddr: string(f.Addr), QueuedAt: at(derefOr(f.At)), Session: f.Sess, Request: f.Req,
-				Mode: mutex.Mode(f.Mode), Limit: uint32(f.Limit), Owner: string(f.Owner),
+				Mode: mutex.Mode(f.Mode), Limit: uint32(f.Limit), Owner: string(f.Owner), Note: string(f.Note),
 				LeaseFor: time.Duration(f.Lease), DelayFor: time.Duration(f.Delay), Priority: int32(f.Prio),
 				Reentrant: f.Reent, ConnBound: f.Conn, WaitAt: at(f.WaitAt)}
 		}
@@ -420,7 +425,7 @@ func (f *fields) item() (item, error) {
 		RemoteAddr: string(f.Addr), Session: f.Sess, Request: f.Req, Target: f.Target, Ticket: f.Ticket,
 		Token: f.Token, Floor: f.Floor, Before: f.Before, Try: f.Try, Wait: time.Duration(f.Wait), Lease: time.Duration(f.Lease),
 		Delay: time.Duration(f.Delay), TTL: time.Duration(f.TTL), Mode: mutex.Mode(f.Mode),
-		Limit: uint32(f.Limit), Priority: int32(f.Prio), Reentrant: f.Reent, Owner: string(f.Owner),
+		Limit: uint32(f.Limit), Priority: int32(f.Prio), Reentrant: f.Reent, Owner: string(f.Owner), Note: string(f.Note),
 		ConnBound: f.Conn, Account: string(f.Acct), MaxHeld: uint32(f.MaxH), MaxParked: uint32(f.MaxP)}
 	copy(c.SecretHash[:], f.Secret)
 	switch op {
@@ -484,7 +489,7 @@ func scanFlat(p []byte) (f fields, ok bool) {
 var fieldBit = func() map[string]uint64 {
 	names := []string{"op", "at", "key", "src", "addr", "owner", "name", "secret", "sess", "req", "target",
 		"ticket", "token", "floor", "count", "limit", "applied", "sessions", "try", "reent", "conn", "wait", "lease",
-		"delay", "ttl", "mode", "prio", "opened", "lease_at", "delay_at", "wait_at", "acct", "maxh", "maxp", "before"}
+		"delay", "ttl", "mode", "prio", "opened", "lease_at", "delay_at", "wait_at", "acct", "maxh", "maxp", "before", "note"}
 	m := make(map[string]uint64, len(names))
 	for i, n := range names {
 		m[n] = 1 << i
@@ -560,6 +565,8 @@ func (f *fields) set(name string, v []byte) bool {
 		return str(&f.Addr)
 	case "owner":
 		return str(&f.Owner)
+	case "note":
+		return str(&f.Note)
 	case "name":
 		return str(&f.Name)
 	case "secret":

@@ -8,6 +8,7 @@ import (
 	"math"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func everyField() ([]mutex.Command, []mutex.Record) {
 	full := mutex.Command{At: at, Key: "k\xff\x00", Source: "src\x00", RemoteAddr: "[::1]:9", Session: math.MaxUint64,
 		Request: 7, Target: 6, Ticket: 5, Token: math.MaxUint64 - 1, Floor: 77, Before: 78, Try: true, Wait: time.Hour, Lease: time.Minute,
 		Delay: 59 * time.Second, TTL: 10 * time.Second, Mode: mutex.Shared, Limit: math.MaxUint32,
-		Priority: math.MinInt32, Reentrant: true, Owner: "owner\xfe", ConnBound: true, SecretHash: secret,
+		Priority: math.MinInt32, Reentrant: true, Owner: "owner\xfe", Note: strings.Repeat("n\x00\xff", mutex.MaxNoteLen/3), ConnBound: true, SecretHash: secret,
 		Account: "acct\x01", MaxHeld: math.MaxUint32, MaxParked: 3}
 	var cmds []mutex.Command
 	for op := mutex.OpAcquire; op <= mutex.OpRestart; op++ {
@@ -41,12 +42,12 @@ func everyField() ([]mutex.Command, []mutex.Record) {
 			Opened: at, Applied: 44},
 		{Kind: mutex.RecordKey, Key: "sem", Limit: 4, DelayAt: at, DelayFor: time.Second},
 		{Kind: mutex.RecordHolder, Key: "k", Token: 12, Session: 9, Request: 3, Source: "s", RemoteAddr: "a:1",
-			Acquired: at, Mode: mutex.Shared, Count: 3, Owner: "o", LeaseFor: time.Minute, LeaseAt: at,
+			Acquired: at, Mode: mutex.Shared, Count: 3, Owner: "o", Note: "job 7 on host-3", LeaseFor: time.Minute, LeaseAt: at,
 			DelayFor: time.Second},
 		{Kind: mutex.RecordHolder, Key: "v1", Token: 1, Source: "10.0.0.1", Account: "10.0.0.1", RemoteAddr: "10.0.0.1:5",
 			Acquired: time.Unix(0, -7), Count: 1},
 		{Kind: mutex.RecordWaiter, Key: "k", Ticket: 2, Session: 9, Request: 4, Source: "s", RemoteAddr: "a:2",
-			QueuedAt: at, Mode: mutex.Shared, Limit: 1, Owner: "p", LeaseFor: time.Second, DelayFor: time.Second,
+			QueuedAt: at, Mode: mutex.Shared, Limit: 1, Owner: "p", Note: "run https://ci/1", LeaseFor: time.Second, DelayFor: time.Second,
 			Priority: -3, Reentrant: true, ConnBound: true, WaitAt: at},
 	}
 	return cmds, recs

@@ -111,10 +111,12 @@ const DefaultConnectTimeout = 5 * time.Second
 // a key, unless WithReadTimeout says otherwise.
 const DefaultReadTimeout = 10 * time.Second
 
-// MaxKeyLen and MaxSourceLen bound keys and sources, in bytes.
+// MaxKeyLen and MaxSourceLen bound keys and sources, in bytes; MaxNoteLen
+// bounds a holder's note (WithNote).
 const (
 	MaxKeyLen    = 127
 	MaxSourceLen = 127
+	MaxNoteLen   = 1024
 )
 
 // Action bytes and answers of the mutex port.

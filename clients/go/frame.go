@@ -79,6 +79,7 @@ const (
 	tagEvent      byte = 0x1C
 	tagAt         byte = 0x1D
 	tagMore       byte = 0x1E
+	tagNote       byte = 0x1F
 	tagHeld       byte = 0x20
 	tagParked     byte = 0x21
 	tagHolder     byte = 0x22

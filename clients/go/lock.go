@@ -69,6 +69,9 @@ var (
 	// ErrInvalidOwner: an owner (WithOwner) longer than 127 bytes. Nothing
 	// is sent.
 	ErrInvalidOwner = errors.New("lockingcenter: owner must be at most 127 bytes")
+	// ErrInvalidNote: a note (WithNote) that is not UTF-8 or is longer
+	// than MaxNoteLen bytes. Nothing was sent.
+	ErrInvalidNote = errors.New("lockingcenter: note must be UTF-8 of at most 1,024 bytes")
 )
 
 // endError is why a lock ended: one of the Err*Lock* sentinels, with a
@@ -193,6 +196,7 @@ type acquireOptions struct {
 	priority  int32
 	reentrant bool
 	owner     string
+	note      string
 }
 
 // TryOnce makes the acquire take the key only if it can be had now: it
@@ -249,6 +253,16 @@ func Reentrant() AcquireOption { return func(o *acquireOptions) { o.reentrant = 
 // waiters.
 func WithOwner(owner string) AcquireOption { return func(o *acquireOptions) { o.owner = owner } }
 
+// WithNote gives the lock a holder's note: free text (UTF-8, at most
+// MaxNoteLen bytes) that says who holds the key and why, such as the job,
+// the host and a link to the run. The server keeps it with the lock (in
+// its write-ahead log and a cluster's log) and shows it wherever the lock
+// is shown: Describe (KeyHolder.Note), the events of its grant
+// (Event.Note), lc-cli keys -d, the HTTP API and the status page. It is
+// not secret: anyone who may list the key reads it. A Reentrant acquire
+// that counts up keeps the note of the lock's first acquire.
+func WithNote(note string) AcquireOption { return func(o *acquireOptions) { o.note = note } }
+
 // millis converts d to whole milliseconds, rounded up, saturating at the
 // largest u32.
 func millis(d time.Duration) uint32 {
@@ -286,6 +300,9 @@ func (o *acquireOptions) fields(key string) []field {
 	}
 	if o.owner != "" {
 		fs = append(fs, strField(tagOwner, o.owner))
+	}
+	if o.note != "" {
+		fs = append(fs, strField(tagNote, o.note))
 	}
 	return fs
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // SessionOption configures NewSession. The options of New apply too:
@@ -493,7 +494,7 @@ func (s *Session) Err() error {
 // Lock.Value).
 //
 // Errors, each matched with errors.Is:
-//   - ErrInvalidKey, ErrInvalidOwner: nothing was sent;
+//   - ErrInvalidKey, ErrInvalidOwner, ErrInvalidNote: nothing was sent;
 //   - ErrBusy (TryOnce, the key is held or in lock-delay), ErrTimeout
 //     (WithWait ran out), ErrDeadlock, ErrLimitMismatch, ErrUpgrade,
 //     ErrReset (a reset withdrew the request), ErrForbidden,
@@ -522,6 +523,9 @@ func (s *Session) Acquire(ctx context.Context, key string, opts ...AcquireOption
 	}
 	if len(o.owner) > MaxSourceLen {
 		return nil, fmt.Errorf("acquire %q: %w", key, ErrInvalidOwner)
+	}
+	if len(o.note) > MaxNoteLen || !utf8.ValidString(o.note) {
+		return nil, fmt.Errorf("acquire %q: %w", key, ErrInvalidNote)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("acquire %q: %w", key, err)

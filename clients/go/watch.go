@@ -46,6 +46,8 @@ type KeyHolder struct {
 	// what is left of it then.
 	Leased    bool
 	LeaseLeft time.Duration
+	// Note is the holder's note (WithNote); empty when it gave none.
+	Note string
 }
 
 // Describe returns what the server knows of key (1 to 127 bytes): its
@@ -128,9 +130,10 @@ func parseInfo(f *frame) (KeyInfo, error) {
 		mode, _ := it.uint(tagMode)
 		count, _ := it.uint(tagCount)
 		left, leased := it.uint(tagLeft)
+		note, _ := it.get(tagNote)
 		info.Holders = append(info.Holders, KeyHolder{Token: token, Name: string(name), Session: session,
 			Shared: mode == 1, Count: uint32(max(count, 1)), HeldFor: time.Duration(held) * time.Millisecond,
-			Leased: leased, LeaseLeft: time.Duration(left) * time.Millisecond})
+			Leased: leased, LeaseLeft: time.Duration(left) * time.Millisecond, Note: string(note)})
 	}
 	return info, nil
 }
@@ -185,6 +188,7 @@ type Event struct {
 	Session uint64    // the holder's or requester's session; 0 for v1
 	Name    string    // its source: the session's name, or a v1 client's source
 	At      time.Time // when it happened, by the server's clock (whole milliseconds)
+	Note    string    // an acquired event: the holder's note (WithNote), if it gave one
 }
 
 // Watcher is one watch of a key prefix, from Session.Watch until it ends.
@@ -470,8 +474,9 @@ func parseEvent(f *frame) Event {
 	session, _ := f.uint(tagSession)
 	name, _ := f.get(tagName)
 	at, _ := f.uint(tagAt)
+	note, _ := f.get(tagNote)
 	return Event{Type: EventType(typ), Key: string(key), Token: token, Session: session, Name: string(name),
-		At: time.UnixMilli(int64(at))}
+		At: time.UnixMilli(int64(at)), Note: string(note)}
 }
 
 // --- delivery ---

@@ -414,3 +414,33 @@ func TestWatchEndsWithSession(t *testing.T) {
 		t.Fatalf("Err after the session's expiry: %v", w.Err())
 	}
 }
+
+// WithNote: the note is shown by Describe and in the grant's event; an
+// invalid one is refused before anything is sent.
+func TestNote(t *testing.T) {
+	srv := startServer(t, serverOptions{})
+	ctx := context.Background()
+	a := srv.open(lockingcenter.WithSource("ci-7"))
+	w, err := a.Watch(ctx, "deploy/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const note = "deploy 4.2 by ana · run 8812"
+	l := mustAcquire(t, a, "deploy/prod", lockingcenter.WithNote(note))
+	info, err := a.Describe(ctx, "deploy/prod")
+	if err != nil || len(info.Holders) != 1 || info.Holders[0].Note != note || info.Holders[0].Token != l.Token() {
+		t.Fatalf("Describe: %+v, %v", info, err)
+	}
+	if ev := nextEvent(t, w); ev.Type != lockingcenter.EventAcquired || ev.Note != note {
+		t.Fatalf("event %+v", ev)
+	}
+	if got := srv.node.Describe("deploy/prod").Holders[0].Note; got != note {
+		t.Fatalf("the table keeps the note %q", got)
+	}
+	for _, bad := range []string{"\xff", strings.Repeat("n", lockingcenter.MaxNoteLen+1)} {
+		if _, err := a.Acquire(ctx, "deploy/bad", lockingcenter.WithNote(bad)); !errors.Is(err, lockingcenter.ErrInvalidNote) {
+			t.Fatalf("a note of %d bytes: %v", len(bad), err)
+		}
+	}
+	mustAcquire(t, a, "deploy/max", lockingcenter.WithNote(strings.Repeat("n", lockingcenter.MaxNoteLen)))
+}

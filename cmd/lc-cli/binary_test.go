@@ -75,10 +75,10 @@ func TestBinaryKeysDetail(t *testing.T) {
 	s := layoutTable(t)
 	r := runBinary(t, append(s.environ(), "TZ=UTC"), "keys", "-d")
 	want := "" +
-		"KEY           SOURCE           REMOTE                 ACQUIRED                 HELD  WAITERS                TOKEN  SESSION  MODE       HOLDERS  LEASE\n" +
-		"a             lc-cli@build-07  192.168.100.201:40022  2026-08-27 10:00:21      3.2s        2  1787824751000000002        -  exclusive        1      -\n" +
-		"\"bin\\x00key\"  -                -                      2026-08-26 07:56:11  1d02h04m        0  1787824751000000003        -  exclusive        1      -\n" +
-		"deploy/prod   ci-job-4411      10.0.0.4:51314         2026-08-27 09:59:11     1m13s        0  1787824751000000001        -  exclusive        1      -\n"
+		"KEY           SOURCE           REMOTE                 ACQUIRED                 HELD  WAITERS                TOKEN  SESSION  MODE       HOLDERS  LEASE  NOTE\n" +
+		"a             lc-cli@build-07  192.168.100.201:40022  2026-08-27 10:00:21      3.2s        2  1787824751000000002        -  exclusive        1      -  -\n" +
+		"\"bin\\x00key\"  -                -                      2026-08-26 07:56:11  1d02h04m        0  1787824751000000003        -  exclusive        1      -  -\n" +
+		"deploy/prod   ci-job-4411      10.0.0.4:51314         2026-08-27 09:59:11     1m13s        0  1787824751000000001        -  exclusive        1      -  -\n"
 	if r.code != exitOK || r.stdout != want {
 		t.Errorf("keys -d = %d, stderr %q, printed\n%s\nwant\n%s", r.code, r.stderr, r.stdout, want)
 	}

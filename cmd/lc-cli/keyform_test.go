@@ -178,10 +178,10 @@ func TestKeysDetailAlignsByDisplayWidth(t *testing.T) {
 	// The wide key and source are the widest cells of their columns; the
 	// combining accent takes no column of its own.
 	want := "" +
-		"KEY         SOURCE      REMOTE      ACQUIRED                 HELD  WAITERS  TOKEN  SESSION  MODE       HOLDERS  LEASE\n" +
-		"日本語キー  \"-\"         10.0.0.1:1  2026-08-27 12:00:00      5.0s        0      0        -  exclusive        1      -\n" +
-		"e\u0301           -           -           2026-08-27 12:00:00     1m01s       12      0        -  exclusive        1      -\n" +
-		"\"\\xff\"      ops 日本語  10.0.0.2:2  2026-08-27 12:00:00  1h02m05s        0      0        -  exclusive        1      -\n"
+		"KEY         SOURCE      REMOTE      ACQUIRED                 HELD  WAITERS  TOKEN  SESSION  MODE       HOLDERS  LEASE  NOTE\n" +
+		"日本語キー  \"-\"         10.0.0.1:1  2026-08-27 12:00:00      5.0s        0      0        -  exclusive        1      -  -\n" +
+		"e\u0301           -           -           2026-08-27 12:00:00     1m01s       12      0        -  exclusive        1      -  -\n" +
+		"\"\\xff\"      ops 日本語  10.0.0.2:2  2026-08-27 12:00:00  1h02m05s        0      0        -  exclusive        1      -  -\n"
 	if out.String() != want {
 		t.Errorf("keys -d printed\n%s\nwant\n%s", out.String(), want)
 	}

@@ -67,7 +67,7 @@ semaphore has a row for each of its holders):
 			return runKeys(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().BoolVarP(&opts.Detail, "detail", "d", false, "show source, remote address, acquired time, held duration and waiters")
+	cmd.Flags().BoolVarP(&opts.Detail, "detail", "d", false, "show source, remote address, acquired time, held duration, waiters, token, session, mode, lease and the holder's note")
 	return cmd
 }
 
@@ -103,8 +103,8 @@ func writeHolders(w io.Writer, holders []manager.Holder, loc *time.Location) err
 		loc = time.Local
 	}
 	t := table{
-		header: []string{"KEY", "SOURCE", "REMOTE", "ACQUIRED", "HELD", "WAITERS", "TOKEN", "SESSION", "MODE", "HOLDERS", "LEASE"},
-		right:  []bool{false, false, false, false, true, true, true, true, false, true, true},
+		header: []string{"KEY", "SOURCE", "REMOTE", "ACQUIRED", "HELD", "WAITERS", "TOKEN", "SESSION", "MODE", "HOLDERS", "LEASE", "NOTE"},
+		right:  []bool{false, false, false, false, true, true, true, true, false, true, true, false},
 	}
 	perKey := map[string]int{}
 	for _, h := range holders {
@@ -130,6 +130,7 @@ func writeHolders(w io.Writer, holders []manager.Holder, loc *time.Location) err
 			modeOf(h),
 			strconv.Itoa(perKey[h.Key]),
 			lease,
+			cell(h.Note),
 		})
 	}
 	_, err := io.WriteString(w, t.String())

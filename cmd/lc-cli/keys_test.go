@@ -70,10 +70,10 @@ func TestKeysDetailLayout(t *testing.T) {
 	}
 	// Tokens start at the node clock's Unix nanoseconds (t0) and count up.
 	want := "" +
-		"KEY           SOURCE           REMOTE                 ACQUIRED                 HELD  WAITERS                TOKEN  SESSION  MODE       HOLDERS  LEASE\n" +
-		"a             lc-cli@build-07  192.168.100.201:40022  2026-08-27 12:00:21      3.2s        2  1787824751000000002        -  exclusive        1      -\n" +
-		"\"bin\\x00key\"  -                -                      2026-08-26 09:56:11  1d02h04m        0  1787824751000000003        -  exclusive        1      -\n" +
-		"deploy/prod   ci-job-4411      10.0.0.4:51314         2026-08-27 11:59:11     1m13s        0  1787824751000000001        -  exclusive        1      -\n"
+		"KEY           SOURCE           REMOTE                 ACQUIRED                 HELD  WAITERS                TOKEN  SESSION  MODE       HOLDERS  LEASE  NOTE\n" +
+		"a             lc-cli@build-07  192.168.100.201:40022  2026-08-27 12:00:21      3.2s        2  1787824751000000002        -  exclusive        1      -  -\n" +
+		"\"bin\\x00key\"  -                -                      2026-08-26 09:56:11  1d02h04m        0  1787824751000000003        -  exclusive        1      -  -\n" +
+		"deploy/prod   ci-job-4411      10.0.0.4:51314         2026-08-27 11:59:11     1m13s        0  1787824751000000001        -  exclusive        1      -  -\n"
 	if out.String() != want {
 		t.Errorf("keys -d printed\n%s\nwant\n%s", out.String(), want)
 	}
@@ -82,7 +82,7 @@ func TestKeysDetailLayout(t *testing.T) {
 func TestKeysDetailEmptyTableIsHeaderOnly(t *testing.T) {
 	s := startServer(t, nil)
 	r := runInProcess(t, s.environ(), "keys", "-d")
-	if r.code != exitOK || r.stdout != "KEY  SOURCE  REMOTE  ACQUIRED  HELD  WAITERS  TOKEN  SESSION  MODE  HOLDERS  LEASE\n" || r.stderr != "" {
+	if r.code != exitOK || r.stdout != "KEY  SOURCE  REMOTE  ACQUIRED  HELD  WAITERS  TOKEN  SESSION  MODE  HOLDERS  LEASE  NOTE\n" || r.stderr != "" {
 		t.Errorf("keys -d on an empty table = %d %q %q", r.code, r.stdout, r.stderr)
 	}
 }
@@ -138,7 +138,7 @@ func TestSessionsAndSessionHolders(t *testing.T) {
 	for i, c := range []mutex.Command{
 		{Key: "r", Mode: mutex.Shared, Owner: "a"},
 		{Key: "r", Mode: mutex.Shared, Owner: "b"},
-		{Key: "sem", Limit: 3, Lease: 90 * time.Second},
+		{Key: "sem", Limit: 3, Lease: 90 * time.Second, Note: "nightly ledger, run 7"},
 		{Key: "sem", Limit: 3, Lease: 90 * time.Second, Reentrant: true},
 	} {
 		c.Op, c.Session, c.Request, c.Source, c.RemoteAddr = mutex.OpAcquire, l.ID(), uint64(i+1), "svc-1", "10.0.0.9:4000"
@@ -149,10 +149,10 @@ func TestSessionsAndSessionHolders(t *testing.T) {
 	clock.Set(t0.Add(2 * time.Second))
 	r := runInProcess(t, append(s.environ(), "TZ=UTC"), "keys", "-d")
 	want := "" +
-		"KEY  SOURCE  REMOTE         ACQUIRED             HELD  WAITERS                TOKEN  SESSION  MODE            HOLDERS  LEASE\n" +
-		"r    svc-1   10.0.0.9:4000  2026-08-27 09:59:11  2.0s        0  1787824751000000001        1  shared                2      -\n" +
-		"r    svc-1   10.0.0.9:4000  2026-08-27 09:59:11  2.0s        0  1787824751000000002        1  shared                2      -\n" +
-		"sem  svc-1   10.0.0.9:4000  2026-08-27 09:59:11  2.0s        0  1787824751000000003        1  semaphore/3 x2        1  1m28s\n"
+		"KEY  SOURCE  REMOTE         ACQUIRED             HELD  WAITERS                TOKEN  SESSION  MODE            HOLDERS  LEASE  NOTE\n" +
+		"r    svc-1   10.0.0.9:4000  2026-08-27 09:59:11  2.0s        0  1787824751000000001        1  shared                2      -  -\n" +
+		"r    svc-1   10.0.0.9:4000  2026-08-27 09:59:11  2.0s        0  1787824751000000002        1  shared                2      -  -\n" +
+		"sem  svc-1   10.0.0.9:4000  2026-08-27 09:59:11  2.0s        0  1787824751000000003        1  semaphore/3 x2        1  1m28s  nightly ledger, run 7\n"
 	if r.code != exitOK || r.stdout != want {
 		t.Errorf("keys -d = %d %q, printed\n%s\nwant\n%s", r.code, r.stderr, r.stdout, want)
 	}

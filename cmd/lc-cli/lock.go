@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"time"
+	"unicode/utf8"
 
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
 
@@ -65,7 +66,10 @@ A key that starts with '-' follows a first --: lock -- -key -- command.`,
 			}
 			opts.Command = command
 			if len(command) == 0 && opts.session.set(cmd) {
-				return usagef("lock: --ttl, --lock-delay, --shared, --limit and --priority need a command after -- (see lc-cli lock --help)")
+				return usagef("lock: --ttl, --lock-delay, --shared, --limit, --priority and --note need a command after -- (see lc-cli lock --help)")
+			}
+			if n := opts.session.Note; len(n) > lockingcenter.MaxNoteLen || !utf8.ValidString(n) {
+				return usagef("lock: --note must be UTF-8 of at most %d bytes (it is %d)", lockingcenter.MaxNoteLen, len(n))
 			}
 			return in.setKey(key)
 		},

@@ -24,6 +24,7 @@ type sessionLockFlags struct {
 	Shared    bool
 	Limit     uint32
 	Priority  int32
+	Note      string // the holder's note
 }
 
 func (f *sessionLockFlags) addFlags(cmd *cobra.Command) {
@@ -33,12 +34,13 @@ func (f *sessionLockFlags) addFlags(cmd *cobra.Command) {
 	fs.BoolVar(&f.Shared, "shared", false, "with a command: hold the key shared, beside other shared holders")
 	fs.Uint32Var(&f.Limit, "limit", 0, "with a command: the key is a semaphore of this many holders (every holder must name the same limit)")
 	fs.Int32Var(&f.Priority, "priority", 0, "with a command: higher is served first among waiters; waiting raises it over time")
+	fs.StringVar(&f.Note, "note", "", "with a command: the holder's note, shown by keys -d, the HTTP API and the status page (UTF-8, at most 1024 bytes)")
 }
 
 // set reports whether any session option was given, for the usage error
 // of a lock without a command.
 func (f *sessionLockFlags) set(cmd *cobra.Command) bool {
-	for _, name := range []string{"ttl", "lock-delay", "shared", "limit", "priority"} {
+	for _, name := range []string{"ttl", "lock-delay", "shared", "limit", "priority", "note"} {
 		if cmd.Flags().Changed(name) {
 			return true
 		}
@@ -60,6 +62,9 @@ func (f *sessionLockFlags) acquireOptions() []lockingcenter.AcquireOption {
 	}
 	if f.Priority != 0 {
 		opts = append(opts, lockingcenter.WithPriority(f.Priority))
+	}
+	if f.Note != "" {
+		opts = append(opts, lockingcenter.WithNote(f.Note))
 	}
 	return opts
 }

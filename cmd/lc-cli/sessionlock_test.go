@@ -161,7 +161,7 @@ func TestSessionFlagsNeedACommand(t *testing.T) {
 	env, accepted := hangingUp(t)
 	for _, args := range [][]string{
 		{"lock", "--ttl", "5s", "k"}, {"lock", "--shared", "k"}, {"lock", "--limit", "2", "k"},
-		{"lock", "--priority", "1", "k"}, {"lock", "--lock-delay", "1s", "k"},
+		{"lock", "--priority", "1", "k"}, {"lock", "--lock-delay", "1s", "k"}, {"lock", "--note", "n", "k"},
 	} {
 		r := runInProcess(t, env, args...)
 		if r.code != exitFailure {
@@ -169,7 +169,31 @@ func TestSessionFlagsNeedACommand(t *testing.T) {
 		}
 		oneLine(t, r.stderr, "need a command")
 	}
+	for _, note := range []string{"\xff", strings.Repeat("n", 1025)} {
+		r := runInProcess(t, env, "lock", "--note", note, "k", "--", "true")
+		if r.code != exitFailure {
+			t.Errorf("a note of %d bytes = %d, want 2", len(note), r.code)
+		}
+		oneLine(t, r.stderr, "--note must be UTF-8 of at most 1024 bytes")
+	}
 	if n := accepted.Load(); n != 0 {
 		t.Errorf("%d connections made for usage errors", n)
+	}
+}
+
+// lock --note: the holder's note is kept with the lock while the command
+// runs, and keys -d shows it.
+func TestLockNote(t *testing.T) {
+	s := startServer(t, nil)
+	gate := fifo(t)
+	p := startInProcess(t, s.environ(), "lock", "--note", "deploy 4.2 by ana", "deploy/prod", "--", "sh", "-c", `read x < "$0"`, gate)
+	s.sessionHolder(t, "deploy/prod")
+	r := runInProcess(t, s.environ(), "keys", "-d")
+	if r.code != exitOK || !strings.Contains(r.stdout, "  deploy 4.2 by ana\n") {
+		t.Errorf("keys -d = %d %q, printed\n%s", r.code, r.stderr, r.stdout)
+	}
+	releaseFifo(t, gate)
+	if r := p.wait(t); r.code != exitOK {
+		t.Errorf("lock = %d %q", r.code, r.stderr)
 	}
 }

@@ -64,6 +64,7 @@ function row(cells, cls) {
     const td = document.createElement("td");
     td.textContent = c === undefined || c === null ? "" : String(c);
     if (cls && cls[i]) td.className = cls[i];
+    if (td.className === "note") td.title = td.textContent;
     tr.appendChild(td);
   });
   return tr;
@@ -84,14 +85,16 @@ function renderKeys(keys) {
   for (const k of keys) {
     for (const h of k.holders) {
       const tr = row([k.key, h.owner, client(h), h.front_end, h.fencing_token, h.mode,
-        h.reentrancy_count, span(h.held_ms), span(h.expires_in_ms)], ["key"]);
+        h.reentrancy_count, span(h.held_ms), span(h.expires_in_ms), h.note || ""],
+        ["key", , , , , , , , , "note"]);
       tr.dataset.key = k.key;
       tr.dataset.token = String(h.fencing_token);
       held.push(tr);
     }
     for (const q of k.queue) {
       const tr = row([k.key, q.queue_position, q.owner, client(q), q.front_end, q.mode,
-        q.priority, span(q.waiting_ms)], ["key"]);
+        q.priority, span(q.waiting_ms), q.note || ""],
+        ["key", , , , , , , , "note"]);
       tr.dataset.key = k.key;
       waiting.push(tr);
     }
@@ -160,6 +163,7 @@ function addEvent(e) {
   if (e.client_id) parts.push(" (" + e.client_id + ")");
   if (e.fencing_token) parts.push(" token " + e.fencing_token);
   if (e.reason) parts.push(" — " + e.reason.replaceAll("_", " "));
+  if (e.note) parts.push(": " + e.note);
   li.append(...parts);
   li.dataset.id = String(e.id);
   const list = document.getElementById("events");
