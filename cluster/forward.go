@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/locking-center/locking-center/internal/serve"
@@ -101,7 +100,13 @@ func (c *Cluster) Forward(conn net.Conn, got []byte) bool {
 		if addr := c.Leader(); addr != "" && addr != c.cfg.ClientAddress {
 			up, err := c.dialLeader(addr, max(time.Until(deadline), forwardRetry))
 			if err == nil {
-				if clientGone(conn) {
+				// A client that timed out waiting for an answer (a
+				// leader paused, an election) has moved on, and may
+				// have reset its source and locked the key again
+				// through another node; its unlock or reset, delivered
+				// now, would end that newer grant, and its lock would
+				// be granted to nobody.
+				if serve.PeerGone(conn) {
 					up.Close()
 					c.log.Debug("v1 request not forwarded: its client left first",
 						slog.String(logRemote, conn.RemoteAddr().String()))
@@ -128,36 +133,6 @@ func (c *Cluster) Forward(conn net.Conn, got []byte) bool {
 			return true
 		}
 	}
-}
-
-// clientGone reports whether the client of conn has ended its side of
-// the connection (an end of stream or a reset) by now, without waiting
-// and without taking any byte: a request whose client left is not
-// forwarded. A client that timed out waiting for an answer (a leader
-// paused, an election) has moved on, and may have reset its source and
-// locked the key again through another node; its unlock or reset,
-// delivered now, would end that newer grant, and its lock would be
-// granted to nobody. Under TLS the socket beneath is asked: a
-// close_notify is not seen, a close or a reset is.
-func clientGone(conn net.Conn) bool {
-	tc, ok := serve.Socket(conn).(*net.TCPConn)
-	if !ok {
-		return false
-	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return true
-	}
-	gone := false
-	var b [1]byte
-	if err := rc.Read(func(fd uintptr) bool {
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		gone = (n == 0 && err == nil) || (err != nil && err != syscall.EAGAIN && err != syscall.EINTR)
-		return true // never wait
-	}); err != nil {
-		return true
-	}
-	return gone
 }
 
 // dialLeader dials the leader's mutex port at addr within timeout, under

@@ -54,5 +54,9 @@
 // table, sets a timer for the next deadline, and delivers the table's
 // events, after releasing its lock, to the Waker of a parked v1 request or
 // to the Route of a session. Keepalives only touch a session's Live;
-// expiring it is a command like any other.
+// expiring it is a command like any other. Likewise no parked request is
+// granted to a client that the node can already know has left: before a
+// command that may pass a key on, the node asks the probes front ends gave
+// (ApplyWatched) of the requests that command would grant, and applies a
+// cancel of each whose client left first (see gone.go).
 package mutex

@@ -104,9 +104,10 @@ type Node struct {
 	journal Journal
 	now     func() time.Time
 
-	wakers map[uint64]Waker // by ticket
-	lives  map[uint64]*Live // by session id
-	expiry []*Live          // heap by deadline
+	wakers map[uint64]Waker       // by ticket
+	probes map[uint64]func() bool // by ticket: whether the request's client left (ApplyWatched)
+	lives  map[uint64]*Live       // by session id
+	expiry []*Live                // heap by deadline
 	timer  *time.Timer
 	armed  int64 // when the timer fires, 0: not armed
 	closed bool
@@ -163,6 +164,7 @@ func NewNode(cfg NodeConfig) *Node {
 		journal: cfg.Journal,
 		now:     cfg.Clock,
 		wakers:  make(map[uint64]Waker),
+		probes:  make(map[uint64]func() bool),
 		lives:   make(map[uint64]*Live),
 		rep:     cfg.Replicator,
 		limits:  cfg.Limits,
@@ -264,9 +266,19 @@ func (n *Node) Apply(c Command) (Result, Pending) { return n.ApplyWake(c, nil) }
 
 // ApplyWake is Apply with w to call when c, an acquire, parks and later
 // ends its wait.
-func (n *Node) ApplyWake(c Command, w Waker) (Result, Pending) {
+func (n *Node) ApplyWake(c Command, w Waker) (Result, Pending) { return n.ApplyWatched(c, w, nil) }
+
+// ApplyWatched is ApplyWake for a v1 acquire whose client its caller can
+// watch: gone reports, without waiting, whether the client has left (the
+// end of its connection is queued on the socket, say). While the request
+// waits, the node asks gone before any command that would grant it the
+// key, and if the client has left, withdraws the request first with a
+// cancel of its own (w hears EventWithdrawn, ReasonCancelled), and the
+// key goes to the next request. gone is called with the node's lock held:
+// it must neither block nor call the node. Nil: ApplyWake.
+func (n *Node) ApplyWatched(c Command, w Waker, gone func() bool) (Result, Pending) {
 	if n.rep != nil {
-		return n.propose(c, &proposal{waker: w}), nil
+		return n.propose(c, &proposal{waker: w, gone: gone}), nil
 	}
 	var d deliveries
 	n.mu.Lock()
@@ -277,7 +289,7 @@ func (n *Node) ApplyWake(c Command, w Waker) (Result, Pending) {
 	n.expireDue(ns, &d)
 	res, p := n.applyLocked(&c, &d)
 	if res.Status == StatusParked && w != nil {
-		n.wakers[res.Ticket] = w
+		n.watch(res.Ticket, w, gone)
 	}
 	n.arm(ns)
 	n.mu.Unlock()
@@ -330,8 +342,18 @@ func (n *Node) ApplySessionKey(c Command, key []byte) (res Result, p Pending, de
 	return res, p, delivered
 }
 
-// applyLocked applies c, journals it and routes its events.
+// applyLocked applies c on a single node: first a cancel of each parked
+// request that c would grant and whose client has left (goneAhead), then
+// c.
 func (n *Node) applyLocked(c *Command, d *deliveries) (Result, Pending) {
+	for _, ticket := range n.goneAhead(c, nil) {
+		n.applyOne(cancelOf(ticket, c.At), d)
+	}
+	return n.applyOne(c, d)
+}
+
+// applyOne applies c, journals it and routes its events.
+func (n *Node) applyOne(c *Command, d *deliveries) (Result, Pending) {
 	res := n.t.Apply(c)
 	var p Pending
 	if res.Changed && n.journal != nil {
@@ -364,6 +386,7 @@ func (n *Node) route(ev Event, p Pending, d *deliveries) {
 		if ev.Session == 0 {
 			if w := n.wakers[ev.Ticket]; w != nil {
 				delete(n.wakers, ev.Ticket)
+				delete(n.probes, ev.Ticket)
 				d.wakes = append(d.wakes, wake{w, ev, p})
 			}
 			return
@@ -762,15 +785,22 @@ func (n *Node) TryLock(c Claim) (Grant, Pending, error) {
 
 // Lock blocks until c.Key is granted and durable, or ctx ends; then the
 // request is withdrawn (or the grant that raced it undone) and ctx's
-// error returned. A journal failure undoes the grant and returns an error
-// wrapping ErrJournal.
+// error returned. A request whose ctx has ended is withdrawn before any
+// command would grant it the key (ApplyWatched). A journal failure undoes
+// the grant and returns an error wrapping ErrJournal.
 func (n *Node) Lock(ctx context.Context, c Claim) (Grant, error) {
 	type outcome struct {
 		ev Event
 		p  Pending
 	}
 	got := make(chan outcome, 1)
-	res, p := n.ApplyWake(c.acquire(false), func(ev Event, p Pending) { got <- outcome{ev, p} })
+	var gone func() bool
+	if ctx.Done() != nil {
+		// A caller that gave up is withdrawn before the key is passed on
+		// to it.
+		gone = func() bool { return ctx.Err() != nil }
+	}
+	res, p := n.ApplyWatched(c.acquire(false), func(ev Event, p Pending) { got <- outcome{ev, p} }, gone)
 	g := Grant{Key: c.Key, Source: c.Source, RemoteAddr: c.RemoteAddr}
 	switch res.Status {
 	case StatusGranted:
@@ -779,6 +809,9 @@ func (n *Node) Lock(ctx context.Context, c Claim) (Grant, error) {
 		select {
 		case o := <-got:
 			if o.ev.Kind != EventGranted {
+				if err := ctx.Err(); err != nil {
+					return Grant{}, err // withdrawn as it gave up
+				}
 				return Grant{}, ErrWithdrawn
 			}
 			g.Token, p = o.ev.Token, o.p

@@ -108,14 +108,7 @@ func TestNodeObserve(t *testing.T) {
 	})
 	n.TryLock(Claim{Key: "k", Source: "a"})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := n.Lock(ctx, Claim{Key: "k", Source: "b"})
-		done <- err
-	}()
-	for n.Describe("k").Queue != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	done := lockParked(ctx, n, Claim{Key: "k", Source: "b"})
 	n.Release("k")
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -133,6 +126,21 @@ func TestNodeObserve(t *testing.T) {
 	}
 }
 
+// lockParked calls n.Lock(ctx, c) in a goroutine and returns, once the
+// lock has parked, the channel of its error.
+func lockParked(ctx context.Context, n *Node, c Claim) <-chan error {
+	queued := n.Describe(c.Key).Queue
+	done := make(chan error, 1)
+	go func() {
+		_, err := n.Lock(ctx, c)
+		done <- err
+	}()
+	for n.Describe(c.Key).Queue != queued+1 {
+		time.Sleep(time.Millisecond)
+	}
+	return done
+}
+
 // A Lock whose context ends while it waits is withdrawn: the next waiter
 // gets the key.
 func TestNodeLockCancelled(t *testing.T) {
@@ -140,14 +148,7 @@ func TestNodeLockCancelled(t *testing.T) {
 	defer n.Close()
 	n.TryLock(Claim{Key: "k", Source: "a"})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := n.Lock(ctx, Claim{Key: "k", Source: "gives-up"})
-		done <- err
-	}()
-	for n.Describe("k").Queue != 1 {
-		time.Sleep(time.Millisecond)
-	}
+	done := lockParked(ctx, n, Claim{Key: "k", Source: "gives-up"})
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled lock: %v", err)

@@ -43,10 +43,11 @@ type Replicator interface {
 // proposal is a command this node proposed, waiting for its entry to be
 // applied here.
 type proposal struct {
-	waker   Waker  // registered for a parked acquire as it applies
-	route   Route  // an open session's route, attached as it applies
-	remote  string // the open session's connection
-	session bool   // deliver the result to the session's route
+	waker   Waker       // registered for a parked acquire as it applies
+	gone    func() bool // registered with waker, unless nil (ApplyWatched)
+	route   Route       // an open session's route, attached as it applies
+	remote  string      // the open session's connection
+	session bool        // deliver the result to the session's route
 	done    chan struct{}
 	res     Result
 }
@@ -105,15 +106,28 @@ func (n *Node) propose(c Command, pr *proposal) Result {
 	c.At = now
 	n.stamp(&c)
 	due := n.takeDue(now.UnixNano())
+	gone := n.goneBefore(due, &c)
 	n.register(&c, pr)
 	n.mu.Unlock()
-	expiries := n.proposeExpiries(due, now)
+	waits := n.proposeCancels(gone, now)
+	waits = append(waits, n.proposeExpiries(due, now)...)
 	wait := n.rep.Propose(&c)
 	n.pmu.Unlock()
-	for _, w := range expiries {
+	for _, w := range waits {
 		w()
 	}
 	return n.await(&c, pr, wait)
+}
+
+// proposeCancels proposes the withdrawal of each parked request of
+// tickets (see goneAhead): the cancels go to the log before the commands
+// that would have granted those requests. n.pmu is held.
+func (n *Node) proposeCancels(tickets []uint64, now time.Time) []func() error {
+	var waits []func() error
+	for _, ticket := range tickets {
+		waits = append(waits, n.rep.Propose(cancelOf(ticket, now)))
+	}
+	return waits
 }
 
 // register names c as this node's next proposal and records pr to hear
@@ -199,13 +213,13 @@ func (n *Node) ApplyCommitted(c *Command, index uint64) Result {
 	}
 	l := n.lives[c.Session]
 	n.position = index
-	res, _ := n.applyLocked(c, &d)
+	res, _ := n.applyOne(c, &d) // the leader withdrew the departed as it proposed
 	n.position = 0
 	if pr != nil {
 		switch {
 		case res.Status != StatusParked || pr.waker == nil:
 		case n.leader:
-			n.wakers[res.Ticket] = pr.waker
+			n.watch(res.Ticket, pr.waker, pr.gone)
 		default:
 			// Proposed before this node stepped down, applied after: it
 			// is withdrawn here as SetLeader(false) withdrew the others,
@@ -263,6 +277,7 @@ func (n *Node) SetLeader(leader bool) {
 			d.wakes = append(d.wakes, wake{w, Event{Kind: EventWithdrawn, Reason: ReasonRestart, Ticket: ticket}, nil})
 		}
 		clear(n.wakers)
+		clear(n.probes)
 		n.mu.Unlock()
 		n.pmu.Unlock()
 		d.run()
@@ -314,6 +329,7 @@ func (n *Node) Replace(t *Table) {
 	n.replaced.Add(1)
 	n.t = t
 	clear(n.wakers)
+	clear(n.probes)
 	clear(n.lives)
 	n.expiry = n.expiry[:0]
 	now := n.now().UnixNano()
@@ -341,14 +357,17 @@ func (n *Node) fireReplicated() {
 	now := n.now()
 	ns := now.UnixNano()
 	due := n.takeDue(ns)
-	tick := false
+	tick := Command{Op: OpTick, At: now}
+	ticks := false
 	if at, ok := n.t.NextDeadline(); ok && at.UnixNano() <= ns {
-		tick = true
+		ticks = true
 	}
+	gone := n.goneBefore(due, &tick) // a tick with nothing due passes nothing on
 	n.mu.Unlock()
-	waits := n.proposeExpiries(due, now)
-	if tick {
-		waits = append(waits, n.rep.Propose(&Command{Op: OpTick, At: now}))
+	waits := n.proposeCancels(gone, now)
+	waits = append(waits, n.proposeExpiries(due, now)...)
+	if ticks {
+		waits = append(waits, n.rep.Propose(&tick))
 	}
 	n.pmu.Unlock()
 	for _, w := range waits {

@@ -682,21 +682,29 @@ func (t *Table) revoke(c *Command) Result {
 }
 
 func (t *Table) cancel(c *Command) Result {
-	var r *request
 	if c.Session != 0 {
-		s, res, ok := t.session(c)
-		if !ok {
+		if _, res, ok := t.session(c); !ok {
 			return res
 		}
-		r = t.parked[parkKey{s.id, c.Target}]
-	} else if c.Ticket != 0 {
-		r = t.parked[parkKey{0, c.Ticket}]
 	}
+	r := t.cancelled(c)
 	if r == nil {
 		return Result{Status: StatusNotParked}
 	}
 	t.withdraw(r, ReasonCancelled, c.At, true)
 	return Result{Changed: true}
+}
+
+// cancelled returns the parked request that c, a cancel, names; nil when
+// it names none that waits.
+func (t *Table) cancelled(c *Command) *request {
+	switch {
+	case c.Session != 0:
+		return t.parked[parkKey{c.Session, c.Target}]
+	case c.Ticket != 0:
+		return t.parked[parkKey{0, c.Ticket}]
+	}
+	return nil
 }
 
 // endHolder removes the holder of token from e for reason. A loss by
@@ -1104,14 +1112,19 @@ func (e *entry) holdersMode() Mode {
 // compatible reports whether a request of mode and limit fits beside the
 // holders now.
 func (e *entry) compatible(mode Mode, limit uint32) bool {
-	n := e.holders()
+	return fits(e.holders(), e.holdersMode(), mode, limit)
+}
+
+// fits reports whether a request of mode and limit fits beside n holders
+// of mode held.
+func fits(n int, held, mode Mode, limit uint32) bool {
 	if n == 0 {
 		return true
 	}
 	if mode == Shared {
-		return e.holdersMode() == Shared
+		return held == Shared
 	}
-	return e.holdersMode() == Exclusive && uint32(n) < limit
+	return held == Exclusive && uint32(n) < limit
 }
 
 // fitsHolders reports whether a request of mode would fit beside the

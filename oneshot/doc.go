@@ -27,8 +27,12 @@
 // The request must arrive whole within ServerConfig.HeaderTimeout. A lock
 // request that cannot be granted at once parks in its key's queue with no
 // timeout. While it is parked the server watches the connection: end of
-// stream, an error or any further byte withdraws the request. A grant whose
-// '+' cannot be written, or whose peer is found gone, is revoked and passes
+// stream, an error or any further byte withdraws the request. Before the
+// key is passed to a parked request, the node looks whether its
+// connection's end is already on the socket (serve.PeerGone), or its
+// worker's read met it: a request whose client left is withdrawn then,
+// unanswered, and the key goes to the next in line. A grant whose '+'
+// cannot be written, or whose peer is found gone, is revoked and passes
 // on.
 //
 // # Serving a connection

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/locking-center/locking-center/internal/ratelimit"
@@ -93,6 +94,11 @@ type ServerConfig struct {
 	// with the other ports sharing it; one over the cap is answered '-'
 	// (or the handoff's OverLimit) and closed. Nil: no cap.
 	Gate *serve.Gate
+
+	// parkHook, for tests, is called by a parked request's goroutine
+	// before its first read (left false), and after a read that met the
+	// end of the connection, before the request is cancelled (left true).
+	parkHook func(w *waiter, left bool)
 }
 
 // Handoff passes a connection whose first byte is First, which no v1
@@ -136,6 +142,7 @@ type Server struct {
 	fromCert   bool // ServerConfig.SourceFromCert
 	v1Allowed  func(net.IP) bool
 	rates      *ratelimit.Rates
+	parkHook   func(*waiter, bool) // ServerConfig.parkHook
 }
 
 // NewServer returns a server for n. It serves nothing until Serve.
@@ -147,7 +154,8 @@ func NewServer(n *mutex.Node, cfg ServerConfig) (*Server, error) {
 		cfg.HeaderTimeout = DefaultHeaderTimeout
 	}
 	s := &Server{node: n, timeout: cfg.HeaderTimeout, log: serve.Discard(cfg.Logger), handoff: cfg.Handoff,
-		forward: cfg.Forward, fromCert: cfg.SourceFromCert, v1Allowed: cfg.V1Allowed, rates: cfg.Rates}
+		forward: cfg.Forward, fromCert: cfg.SourceFromCert, v1Allowed: cfg.V1Allowed, rates: cfg.Rates,
+		parkHook: cfg.parkHook}
 	s.srv = serve.NewServer(s.open, s.log)
 	if cfg.TLS != nil {
 		// A session's grants are written by the goroutine that granted
@@ -328,7 +336,7 @@ func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool
 	case ActionLock:
 		w := &waiter{s: s, c: c, done: make(chan struct{})}
 		cmd := s.acquire(c, req)
-		res, p := s.node.ApplyWake(cmd, w.wake)
+		res, p := s.node.ApplyWatched(cmd, w.wake, w.gone)
 		switch res.Status {
 		case mutex.StatusGranted:
 			return s.grant(c, grant{key: req.Key, token: res.Token, remote: cmd.RemoteAddr}, p)
@@ -495,6 +503,7 @@ type waiter struct {
 	g      grant // key and remote; the token comes with the grant
 	ticket uint64
 	done   chan struct{} // closed by wake
+	left   atomic.Bool   // a read of c met its end: the client left
 
 	mu   sync.Mutex
 	plus int           // plusUnsent, plusWritten, plusFailed or plusWaiter
@@ -524,6 +533,13 @@ func (w *waiter) wake(ev mutex.Event, p mutex.Pending) {
 	w.c.SetReadDeadline(aLongTimeAgo)
 }
 
+// gone reports, without waiting, whether the client has left: a read of
+// the connection met its end, or its end (or a reset) is queued on the
+// socket (serve.PeerGone). The node asks it, while the request waits,
+// before it passes the key to the request: a request whose client left is
+// withdrawn instead, and the key goes to the next in line.
+func (w *waiter) gone() bool { return w.left.Load() || serve.PeerGone(w.c) }
+
 // outcome returns what wake was told, and whether it was called yet.
 func (w *waiter) outcome() (mutex.Event, mutex.Pending, bool) {
 	w.mu.Lock()
@@ -546,6 +562,9 @@ func (w *waiter) answer() int {
 // park watches a parked request's connection until the request is granted
 // or withdrawn, and answers it. It reports whether c stays open.
 func (s *Server) park(w *waiter, deadline bool) bool {
+	if s.parkHook != nil {
+		s.parkHook(w, false)
+	}
 	c := w.c
 	if deadline {
 		// No timeout while parked. Clearing the header deadline could undo
@@ -561,6 +580,12 @@ func (s *Server) park(w *waiter, deadline bool) bool {
 			_, rerr := c.Read(b[:])
 			if errors.Is(rerr, os.ErrDeadlineExceeded) {
 				continue // woken: the state has changed
+			}
+			if rerr != nil {
+				w.left.Store(true)
+				if s.parkHook != nil {
+					s.parkHook(w, true)
+				}
 			}
 			// The peer left, failed, or sent bytes it must not send.
 			if found := w.answer(); found != plusUnsent {
@@ -590,7 +615,10 @@ func (s *Server) park(w *waiter, deadline bool) bool {
 			return false
 		}
 		if ev.Kind != mutex.EventGranted {
-			if ev.Reason != mutex.ReasonRestart { // the node stopped leading: unanswered
+			switch ev.Reason {
+			case mutex.ReasonRestart: // the node stopped leading: unanswered
+			case mutex.ReasonCancelled: // its client left (gone): unanswered, as after its end of stream
+			default:
 				c.Write(answerFailedBytes) // withdrawn by a reset of its source
 			}
 			return false

@@ -1,9 +1,13 @@
 // Package nodetest fills a mutex.Node for tests, without clients: many
-// sessions, each holding a key, built in a moment.
+// sessions, each holding a key, built in a moment; and records a node's
+// events.
 package nodetest
 
 import (
 	"fmt"
+	"slices"
+	"sync"
+	"testing"
 	"time"
 
 	"github.com/locking-center/locking-center/mutex"
@@ -36,3 +40,20 @@ type dropRoute struct{}
 
 func (dropRoute) Deliver(mutex.Output) {}
 func (dropRoute) Flush()               {}
+
+// Record records every event of n from now until the test ends, and
+// returns a function that returns a copy of the events so far.
+func Record(t testing.TB, n *mutex.Node) (events func() []mutex.Event) {
+	var mu sync.Mutex
+	var seen []mutex.Event
+	t.Cleanup(n.Observe(func(ev mutex.Event) {
+		mu.Lock()
+		seen = append(seen, ev)
+		mu.Unlock()
+	}))
+	return func() []mutex.Event {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
+}
