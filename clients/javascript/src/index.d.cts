@@ -328,7 +328,7 @@ export interface FrameField {
   items?: FrameFields;
 }
 
-export declare class FrameFields {
+export interface FrameFields {
   readonly list: FrameField[];
   get(tag: number): Uint8Array | undefined;
   has(tag: number): boolean;
@@ -340,7 +340,7 @@ export declare class FrameFields {
   items(tag: number): FrameFields[];
 }
 
-export declare class Frame extends FrameFields {
+export interface Frame extends FrameFields {
   readonly type: number;
   readonly id: bigint;
 }
