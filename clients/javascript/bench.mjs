@@ -3,7 +3,7 @@
 //   node bench.mjs ADDR [TASKS=16] [SECONDS=5] [ROUNDS=3] [--hot]
 //
 // Each task loops acquire (waiting) and release of its own key (with
-// --hot, all tasks one key) for SECONDS, ROUNDS times; prints the cycles
+// --hot, all tasks one key, each task an owner) for SECONDS, ROUNDS times; prints the cycles
 // per second of each round and their median, and the process's CPU per
 // cycle.
 
@@ -28,8 +28,10 @@ for (let round = 1; round <= Number(rounds); round++) {
   await Promise.all(
     Array.from({ length: Number(tasks) }, async (_, i) => {
       const key = hot ? 'javascript/bench/hot' : `javascript/bench/${i}`;
+      // On one key, each task is an owner of its own: one owner's second acquire would wait for itself.
+      const options = hot ? { owner: `task-${i}` } : {};
       while (!stop) {
-        const lk = await s.acquire(key);
+        const lk = await s.acquire(key, options);
         await lk.release();
         cycles++;
       }

@@ -202,6 +202,7 @@ export declare class Session extends EventTarget implements AsyncDisposable {
   /** acquire with waitMs 0: the Lock, or null when the key is held or in lock-delay. */
   tryAcquire(key: Bytes, options?: Omit<AcquireOptions, 'waitMs'>): Promise<Lock | null>;
   /** Acquires key, runs fn, releases whatever fn does; resolves to fn's result (null when waitMs 0 found the key busy). */
+  withLock<T>(key: Bytes, fn: (lock: Lock) => T | Promise<T>, options: AcquireOptions & { waitMs: 0 }): Promise<T | null>;
   withLock<T>(key: Bytes, fn: (lock: Lock) => T | Promise<T>, options?: AcquireOptions): Promise<T>;
   /** Releases the lock of key with token in this session; StaleTokenError when the session does not hold it. */
   release(key: Bytes, token: bigint): Promise<void>;

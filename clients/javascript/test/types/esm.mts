@@ -45,3 +45,8 @@ export async function use(addr: string): Promise<void> {
   await s.tryAcquire('k', { waitMs: 5 });
   void [busy, busy2, n, first, state, e1, address, rest, id, wrong];
 }
+
+export async function tryWith(s: Session): Promise<number | null> {
+  const got: number | null = await s.withLock('k', () => 1, { waitMs: 0 });
+  return got;
+}
