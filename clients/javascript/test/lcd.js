@@ -3,7 +3,7 @@
 // free 127.0.0.1 ports, stopped when the test ends.
 
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, existsSync } from 'node:fs';
+import { mkdtempSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,7 +18,9 @@ export function lcdBinary() {
   built ??= (async () => {
     if (process.env.LC_LCD) return { bin: process.env.LC_LCD };
     if (!existsSync(join(root, 'cmd/lcd'))) return { why: 'not in the repository' };
-    const bin = join(mkdtempSync(join(tmpdir(), 'lc-js-')), 'lcd');
+    const dir = mkdtempSync(join(tmpdir(), 'lc-js-'));
+    process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+    const bin = join(dir, 'lcd');
     try {
       await run('go', ['build', '-o', bin, './cmd/lcd'], { cwd: root, timeout: 300_000 });
     } catch (err) {

@@ -439,9 +439,10 @@ test('close sends CLOSE; waiting acquires end with SessionClosedError and locks 
   }
 });
 
-test('the environment helper reads the lc-cli names', async () => {
-  const { mkdtempSync, writeFileSync } = await import('node:fs');
-  const dir = mkdtempSync('/tmp/lc-env-');
+test('the environment helper reads the lc-cli names', async (t) => {
+  const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
+  const dir = mkdtempSync(`${(await import('node:os')).tmpdir()}/lc-env-`);
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
   for (const f of ['ca', 'cert', 'key']) writeFileSync(`${dir}/${f}.pem`, `${f} pem`);
   const o = lc.optionsFromEnv({ LC_TOKEN: 't0k', LC_CA_FILE: `${dir}/ca.pem`, LC_CERT_FILE: `${dir}/cert.pem`, LC_KEY_FILE: `${dir}/key.pem`, LC_ADDRESS: 'h:1', LC_SOURCE: 'job' });
   assert.equal(o.token, 't0k');

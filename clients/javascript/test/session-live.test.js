@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -107,6 +107,7 @@ test('CommonJS require gives a working client', live, async (t) => {
 /** A CA, a server certificate for localhost and a client certificate, made with openssl; null without it. */
 async function certificates() {
   const dir = mkdtempSync(join(tmpdir(), 'lc-js-tls-'));
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
   const ossl = (...args) => run('openssl', args, { cwd: dir });
   try {
     const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
@@ -167,4 +168,26 @@ test('TLS with a client certificate and tokens: unauthenticated, forbidden and r
   assert.ok(limited.length > 0, `no rate limit in ${results.map(String)}`);
   assert.equal(limited[0].serverCode, 'rate_limited');
   assert.ok(results.every((r) => r === null || r instanceof lc.Lock || r instanceof lc.RateLimitedError), results.map(String).join());
+});
+
+test('renew starts the lease again; a lock given a lease by renew is lost at its end', live, async (t) => {
+  const { mutex } = await startLcd(t);
+  const s = await Session.connect(mutex);
+  t.after(() => s.close());
+  const lk = await s.acquire('javascript/renew', { leaseMs: 500 });
+  await sleep(300);
+  await lk.renew();
+  assert.ok(lk.leaseRemainingMs > 400, String(lk.leaseRemainingMs));
+  await sleep(300); // 600 ms after the grant, 300 after the renew
+  assert.equal(lk.held, true);
+  await lk.release();
+  const plain = await s.acquire('javascript/renew-plain');
+  await plain.renew();
+  assert.equal(plain.leaseRemainingMs, undefined);
+  await plain.renew({ leaseMs: 300 });
+  await once(plain.signal, 'abort');
+  assert.equal(plain.cause.reason, 'lease_expired');
+  const other = await Session.connect(mutex);
+  t.after(() => other.close());
+  assert.notEqual(await other.tryAcquire('javascript/renew-plain'), null, 'the key given up at the end of its lease is not free');
 });

@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, realpathSync, symlinkSync, existsSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, realpathSync, rmSync, symlinkSync, existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -63,6 +63,7 @@ test('tsc checks the types as ES module and CommonJS users use them', { skip: ts
 
 test('await using, as tsc compiles it, releases the lock and closes the session', { skip: tsc ? false : 'no tsc: on PATH, or LC_TSC' }, async () => {
   const out = mkdtempSync(join(tmpdir(), 'lc-js-ts-'));
+  process.on('exit', () => rmSync(out, { recursive: true, force: true }));
   mkdirSync(join(out, 'node_modules/@locking-center'), { recursive: true });
   symlinkSync(pkg, join(out, 'node_modules/@locking-center/client'));
   try {
