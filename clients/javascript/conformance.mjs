@@ -8,6 +8,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 
 import { Client, LockingCenterError } from './src/index.js';
+import { runScenarios } from './scenario-runner.mjs';
 
 const run = promisify(execFile);
 const LIMIT = 60_000; // ms a scenario may take
@@ -214,20 +215,4 @@ const scenarios = {
   },
 };
 
-let failed = false;
-for (const [id, scenario] of Object.entries(scenarios)) {
-  let timer;
-  const limit = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`not done after ${LIMIT} ms`)), LIMIT);
-  });
-  try {
-    await Promise.race([scenario(), limit]);
-    console.log(`ok ${id}`);
-  } catch (err) {
-    failed = true;
-    console.log(`FAIL ${id}: ${String(err?.message ?? err).replaceAll('\n', ' ')}`);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-process.exit(failed ? 1 : 0);
+process.exit((await runScenarios(scenarios, { limit: LIMIT })) ? 0 : 1);
