@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test test-go test-clients test-deploy bench bench-v1 bench-session bench-http bench-modes bench-tls bench-ha soak soak-crash soak-powerloss soak-model soak-cluster soak-cluster-pause fuzz clean
+.PHONY: all build run test test-go test-clients test-sessions test-deploy bench bench-v1 bench-session bench-http bench-modes bench-tls bench-ha soak soak-crash soak-powerloss soak-model soak-cluster soak-cluster-pause fuzz clean
 
 all: build
 
@@ -20,9 +20,11 @@ run: build
 	./$(BIN)/lcd
 
 # The whole suite: Go packages with the race detector, the nine clients
-# against a live lcd, and the deployment files. Missing toolchains are
-# installed on the way (apt-get, npm).
-test: test-go test-clients test-deploy
+# against a live lcd, the session clients against single and clustered
+# lcds (every language with a clients/<lang>/session-conformance.sh), and
+# the deployment files. Missing toolchains are installed on the way
+# (apt-get, npm).
+test: test-go test-clients test-sessions test-deploy
 
 test-go:
 	$(GO) vet ./...
@@ -31,6 +33,9 @@ test-go:
 
 test-clients:
 	bash clients/conformance/run.sh
+
+test-sessions:
+	bash clients/conformance/sessions.sh
 
 test-deploy:
 	sh deploy/test.sh

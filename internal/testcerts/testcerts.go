@@ -2,7 +2,8 @@
 // time and in memory: a CA, server certificates for the loopback
 // addresses, and client certificates, as PEM files in a test's temporary
 // directory and as crypto/tls values. Keys are ECDSA P-256; nothing it
-// makes outlives the test. It is for tests and benchmarks only.
+// makes outlives the test. It is for tests, benchmarks and the conformance
+// probe (clients/conformance/probe) only.
 package testcerts
 
 import (

@@ -9,7 +9,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,19 +19,41 @@ import (
 	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/mutex"
 	"github.com/locking-center/locking-center/oneshot"
+	"github.com/locking-center/locking-center/session"
+	"go.uber.org/goleak"
 )
 
-// startServers serves one table on a mutex port and a management port,
-// both on 127.0.0.1:0, until the test ends.
-func startServers(t *testing.T) (mutexAddr, managerAddr string) {
+// servers are one table served on 127.0.0.1:0 until the test ends: the
+// mutex port (v1, and the session protocol handed off from it) and the
+// management port.
+type servers struct {
+	node           *mutex.Node
+	mutex, manager string
+}
+
+// startServers serves an empty table.
+func startServers(t *testing.T) servers {
 	t.Helper()
-	table := mutex.NewNode(mutex.NodeConfig{})
-	t.Cleanup(table.Close)
-	ms, err := oneshot.NewServer(table, oneshot.ServerConfig{})
+	return startServersOn(t, nil)
+}
+
+// startServersOn serves table, a table read back from a log; nil starts
+// empty.
+func startServersOn(t *testing.T, table *mutex.Table) servers {
+	t.Helper()
+	checkLeaks(t)
+	node := mutex.NewNode(mutex.NodeConfig{Table: table})
+	t.Cleanup(node.Close)
+	ss, err := session.NewServer(node, session.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mg := manager.NewServer(table, manager.Config{})
+	ms, err := oneshot.NewServer(node, oneshot.ServerConfig{
+		Handoff: &oneshot.Handoff{First: session.Preface[0], Serve: ss.Serve}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mg := manager.NewServer(node, manager.Config{})
 	lm, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -41,20 +65,60 @@ func startServers(t *testing.T) (mutexAddr, managerAddr string) {
 	done := make(chan struct{}, 2)
 	go func() { ms.Serve(context.Background(), lm); done <- struct{}{} }()
 	go func() { mg.Serve(context.Background(), lg); done <- struct{}{} }()
-	t.Cleanup(func() { ms.Close(); mg.Close(); <-done; <-done })
-	return lm.Addr().String(), lg.Addr().String()
+	t.Cleanup(func() { ss.Close(); ms.Close(); mg.Close(); <-done; <-done })
+	return servers{node: node, mutex: lm.Addr().String(), manager: lg.Addr().String()}
+}
+
+// checkLeaks fails the test if it leaves goroutines behind. It runs after
+// every cleanup registered later (servers, sessions).
+func checkLeaks(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, opt, goleak.IgnoreAnyFunction("runtime.runCleanups")) }) // the runtime's cleanups (unique's) run on a goroutine of their own
+}
+
+// testProbe is a probe with the test's limit, environment and state
+// directory, whose signals go to sent.
+type testProbe struct {
+	probe
+	env  map[string]string
+	sent []sentSignal
+}
+
+type sentSignal struct {
+	pid int
+	sig syscall.Signal
+}
+
+func newTestProbe(t *testing.T, limit time.Duration) *testProbe {
+	tp := &testProbe{env: map[string]string{}}
+	tp.probe = probe{stdin: strings.NewReader(""), limit: limit, state: t.TempDir(),
+		getenv: func(k string) string { return tp.env[k] },
+		signal: func(pid int, sig syscall.Signal) error {
+			tp.sent = append(tp.sent, sentSignal{pid, sig})
+			return nil
+		}}
+	return tp
+}
+
+// run runs the probe with args and returns its exit code and what it
+// printed, trimmed.
+func (tp *testProbe) run(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	tp.stdout = &out
+	code := tp.probe.run(context.Background(), args, &errOut)
+	t.Logf("probe %q: exit %d, stderr %q", args, code, errOut.String())
+	return code, strings.TrimSpace(out.String())
 }
 
 func runProbe(t *testing.T, limit time.Duration, args ...string) (int, string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code := run(context.Background(), args, &out, &errOut, limit)
-	t.Logf("probe %v: exit %d, stderr %q", args, code, errOut.String())
-	return code, strings.TrimSpace(out.String())
+	return newTestProbe(t, limit).run(t, args...)
 }
 
 func TestHolderAndWaiters(t *testing.T) {
-	addr, mgr := startServers(t)
+	srv := startServers(t)
+	addr, mgr := srv.mutex, srv.manager
 	ctx := context.Background()
 	key := "probe/\x00\xff"
 	hexKey := hex.EncodeToString([]byte(key))
@@ -104,7 +168,7 @@ func TestFreeAddrRefuses(t *testing.T) {
 }
 
 func TestUsageAndErrors(t *testing.T) {
-	_, mgr := startServers(t)
+	mgr := startServers(t).manager
 	dead, _ := freeAddr()
 	for _, args := range [][]string{
 		nil,
@@ -114,6 +178,15 @@ func TestUsageAndErrors(t *testing.T) {
 		{"holder", mgr, "zz"},
 		{"holder", dead, "6b"},
 		{"waiters", dead, "k", "0"},
+		{"holders", dead, "k"},
+		{"leader", ""},
+		{"signal-leader", "HUP"},
+		{"signal-leader", "KILL"}, // no cluster in the environment
+		{"signal-leader", "CONT"},
+		{"cut", dead},
+		{"session-lock", dead, "k"},
+		{"big-token-wal", filepath.Join(t.TempDir(), "no", "such", "dir")},
+		{"tls-files", filepath.Join(t.TempDir(), "missing")},
 		{"unknown"},
 	} {
 		if code, _ := runProbe(t, time.Second, args...); code != exitError {
@@ -122,25 +195,41 @@ func TestUsageAndErrors(t *testing.T) {
 	}
 }
 
-func TestSilentServerNeverAnswers(t *testing.T) {
+// serving runs a probe command that serves until its context ends
+// (silent-server, proxy) and returns the line it printed first; the
+// command stops, and must exit 0, when the test ends.
+func serving(t *testing.T, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, w := io.Pipe()
 	var errOut bytes.Buffer
 	code := make(chan int, 1)
+	p := &probe{stdout: w, limit: time.Second}
 	go func() {
-		code <- run(ctx, []string{"silent-server"}, w, &errOut, time.Second)
+		code <- p.run(ctx, args, &errOut)
 		w.Close()
 	}()
-	addr, err := bufio.NewReader(out).ReadString('\n')
+	r := bufio.NewReader(out)
+	line, err := r.ReadString('\n')
 	if err != nil {
-		t.Fatalf("no address printed: %v", err)
+		cancel()
+		t.Fatalf("probe %q printed nothing: %v", args, err)
 	}
-	c := lockingcenter.New(strings.TrimSpace(addr), lockingcenter.WithReadTimeout(50*time.Millisecond))
+	go io.Copy(io.Discard, r) // until the command ends and closes w
+	t.Cleanup(func() {
+		cancel()
+		if got := <-code; got != exitOK {
+			t.Errorf("probe %q: exit %d after its context ended, stderr %q", args, got, errOut.String())
+		}
+	})
+	return strings.TrimSpace(line)
+}
+
+func TestSilentServerNeverAnswers(t *testing.T) {
+	checkLeaks(t)
+	addr := serving(t, "silent-server")
+	c := lockingcenter.New(addr, lockingcenter.WithReadTimeout(50*time.Millisecond))
 	if err := c.TryLock(context.Background(), "k"); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("trylock at the silent server = %v, want a read timeout", err)
-	}
-	cancel()
-	if got := <-code; got != exitOK {
-		t.Fatalf("silent-server exit %d after its context ended, stderr %q", got, errOut.String())
 	}
 }

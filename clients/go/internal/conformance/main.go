@@ -13,61 +13,43 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
 
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
+	"github.com/locking-center/locking-center/clients/go/internal/scenario"
 )
 
-// scenarioLimit bounds one scenario, so that a grant that never comes
-// fails the scenario instead of hanging the run.
+// scenarioLimit bounds one scenario.
 const scenarioLimit = 60 * time.Second
 
 const prefix = "go/"
 
 type env struct {
-	addr, manager, dead, silent, probe string
-}
-
-type scenario struct {
-	id  string
-	run func(ctx context.Context, e env) error
+	addr, manager, dead, silent string
+	probe                       scenario.Probe
 }
 
 func main() {
-	e := env{os.Getenv("LC_ADDR"), os.Getenv("LC_MANAGER_ADDR"), os.Getenv("LC_DEAD_ADDR"), os.Getenv("LC_SILENT_ADDR"), os.Getenv("LC_PROBE")}
+	e := env{os.Getenv("LC_ADDR"), os.Getenv("LC_MANAGER_ADDR"), os.Getenv("LC_DEAD_ADDR"), os.Getenv("LC_SILENT_ADDR"), scenario.Probe(os.Getenv("LC_PROBE"))}
 	if e.addr == "" || e.manager == "" || e.dead == "" || e.silent == "" || e.probe == "" {
 		fmt.Fprintln(os.Stderr, "conformance: LC_ADDR, LC_MANAGER_ADDR, LC_DEAD_ADDR, LC_SILENT_ADDR and LC_PROBE must be set")
 		os.Exit(2)
 	}
-	scenarios := []scenario{
-		{"lock-unlock", lockUnlock},
-		{"trylock-busy", tryLockBusy},
-		{"fifo-three", fifoThree},
-		{"wait-holds-nothing", waitHoldsNothing},
-		{"reset-key", resetKey},
-		{"reset-source-withdraws", resetSourceWithdraws},
-		{"key-127-ok-128-refused", keyLengths},
-		{"binary-key", binaryKey},
-		{"refused-connection", refusedConnection},
-		{"cancel-withdraws", cancelWithdraws},
-		{"silent-server-times-out", silentServerTimesOut},
-	}
-	code := 0
-	for _, s := range scenarios {
-		ctx, cancel := context.WithTimeout(context.Background(), scenarioLimit)
-		err := s.run(ctx, e)
-		cancel()
-		if err != nil {
-			fmt.Printf("FAIL %s: %s\n", s.id, strings.ReplaceAll(err.Error(), "\n", " "))
-			code = 1
-			continue
-		}
-		fmt.Printf("ok %s\n", s.id)
-	}
-	os.Exit(code)
+	os.Exit(scenario.Run(e, []scenario.Scenario[env]{
+		{ID: "lock-unlock", Run: lockUnlock},
+		{ID: "trylock-busy", Run: tryLockBusy},
+		{ID: "fifo-three", Run: fifoThree},
+		{ID: "wait-holds-nothing", Run: waitHoldsNothing},
+		{ID: "reset-key", Run: resetKey},
+		{ID: "reset-source-withdraws", Run: resetSourceWithdraws},
+		{ID: "key-127-ok-128-refused", Run: keyLengths},
+		{ID: "binary-key", Run: binaryKey},
+		{ID: "refused-connection", Run: refusedConnection},
+		{ID: "cancel-withdraws", Run: cancelWithdraws},
+		{ID: "silent-server-times-out", Run: silentServerTimesOut},
+	}, scenarioLimit))
 }
 
 func (e env) client(source string) *lockingcenter.Client {
@@ -76,20 +58,12 @@ func (e env) client(source string) *lockingcenter.Client {
 
 // waiters blocks until key has exactly n parked waiters, by the probe.
 func (e env) waiters(ctx context.Context, key string, n int) error {
-	out, err := exec.CommandContext(ctx, e.probe, "waiters", e.manager, key, strconv.Itoa(n)).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("probe waiters %q %d: %v: %s", key, n, err, out)
-	}
-	return nil
+	return e.probe.Waiters(ctx, e.manager, key, n)
 }
 
 // holder returns the source holding key, or "free", by the probe.
 func (e env) holder(ctx context.Context, key string) (string, error) {
-	out, err := exec.CommandContext(ctx, e.probe, "holder", e.manager, hex.EncodeToString([]byte(key))).Output()
-	if err != nil {
-		return "", fmt.Errorf("probe holder %q: %v", key, err)
-	}
-	return strings.TrimSpace(string(out)), nil
+	return e.probe.Run(ctx, "holder", e.manager, hex.EncodeToString([]byte(key)))
 }
 
 func (e env) expectHolder(ctx context.Context, key, want string) error {
@@ -112,12 +86,11 @@ func lockAsync(ctx context.Context, c *lockingcenter.Client, key string) <-chan 
 
 // result waits for a background call's result, or for ctx to end.
 func result(ctx context.Context, done <-chan error) error {
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return fmt.Errorf("no result: %w", ctx.Err())
+	err, waitErr := scenario.Await(ctx, done)
+	if waitErr != nil {
+		return waitErr
 	}
+	return err
 }
 
 func lockUnlock(ctx context.Context, e env) error {
