@@ -240,6 +240,27 @@ const scenarios = {
     await a.release();
   },
 
+  async 's-leader-stop'() {
+    need('LC_CLUSTER', 'LC_CLUSTER_MANAGER', 'LC_PROBE');
+    const key = PREFIX + 's-leader-stop';
+    const s = await session(env.LC_CLUSTER, { ttlMs: 3000 });
+    const lk = await s.acquire(key);
+    const stopped = Number((await probe('signal-leader', 'STOP')).trim());
+    log(`s-leader-stop: stopped node ${stopped}`);
+    try {
+      await sleep(6000);
+    } finally {
+      await probe('signal-leader', 'CONT');
+    }
+    expect(s.state !== 'ended', `the session ended: ${s.signal.reason}`);
+    expect(lk.held, `the lock was lost: ${lk.cause}`);
+    const managers = env.LC_CLUSTER_MANAGER.split(',');
+    const leader = Number((await probe('leader', env.LC_CLUSTER_MANAGER)).trim());
+    const h = await holders(managers[leader], key);
+    expect(h.length === 1 && h[0].token === lk.token, `holders: ${h.map((x) => x.token)}, want ${lk.token}`);
+    await lk.release();
+  },
+
   async 's-leader-kill'() {
     need('LC_CLUSTER', 'LC_CLUSTER_MANAGER', 'LC_PROBE');
     const managers = env.LC_CLUSTER_MANAGER.split(',');
@@ -265,27 +286,6 @@ const scenarios = {
     const h = await holders(live.split(',')[now], key);
     expect(h.length === 1 && h[0].token === lk.token, `holders at the new leader: ${h.map((x) => x.token)}, want ${lk.token}`);
     await got.release();
-    await lk.release();
-  },
-
-  async 's-leader-stop'() {
-    need('LC_CLUSTER', 'LC_CLUSTER_MANAGER', 'LC_PROBE');
-    const key = PREFIX + 's-leader-stop';
-    const s = await session(env.LC_CLUSTER, { ttlMs: 3000 });
-    const lk = await s.acquire(key);
-    const stopped = Number((await probe('signal-leader', 'STOP')).trim());
-    log(`s-leader-stop: stopped node ${stopped}`);
-    try {
-      await sleep(6000);
-    } finally {
-      await probe('signal-leader', 'CONT');
-    }
-    expect(s.state !== 'ended', `the session ended: ${s.signal.reason}`);
-    expect(lk.held, `the lock was lost: ${lk.cause}`);
-    const managers = env.LC_CLUSTER_MANAGER.split(',');
-    const leader = Number((await probe('leader', env.LC_CLUSTER_MANAGER)).trim());
-    const h = await holders(managers[leader], key);
-    expect(h.length === 1 && h[0].token === lk.token, `holders: ${h.map((x) => x.token)}, want ${lk.token}`);
     await lk.release();
   },
 
@@ -361,13 +361,13 @@ const scenarios = {
     const s = await session(env.LC_BIG_ADDR);
     const lk = await s.acquire(key);
     expect(typeof lk.token === 'bigint' && lk.token > 2n ** 63n, `token ${lk.token}, want above 2^63`);
-    // SESSIONS.md names no management port for LC_BIG_ADDR: LC_BIG_MANAGER_ADDR when the
-    // harness gives one, else the server's own DESCRIBE.
-    if (env.LC_BIG_MANAGER_ADDR) {
-      const h = await holders(env.LC_BIG_MANAGER_ADDR, key);
+    // Against the big-token lcd's management port (LC_BIG_MANAGER) when the harness
+    // gives one, else against the server's own DESCRIBE.
+    if (env.LC_BIG_MANAGER) {
+      const h = await holders(env.LC_BIG_MANAGER, key);
       expect(h.length === 1 && h[0].token === lk.token, `probe holders printed ${h.map((x) => x.token)}, want ${lk.token}`);
     } else {
-      log('s-big-token: no LC_BIG_MANAGER_ADDR; the token is checked against DESCRIBE');
+      log('s-big-token: no LC_BIG_MANAGER; the token is checked against DESCRIBE');
       const info = await s.describe(key);
       expect(info.holders.length === 1 && info.holders[0].token === lk.token, `DESCRIBE gave ${info.holders.map((x) => x.token)}, want ${lk.token}`);
     }
