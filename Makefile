@@ -48,7 +48,7 @@ bench-session:
 	$(GO) run ./internal/bench -only session-throughput,session-hotkey,session-memory
 
 bench-http:
-	$(GO) run ./internal/bench -only http-throughput,sse-fanout
+	$(GO) run ./internal/bench -only http-throughput,sse-fanout,sse-unread
 
 # The lock modes of the session protocol: readers and a writer, a
 # semaphore, priority aging, acquires beside 10,000 waiting sessions.
