@@ -53,7 +53,7 @@ bench-session:
 	$(GO) run ./internal/bench -only session-throughput,session-hotkey,session-memory
 
 bench-http:
-	$(GO) run ./internal/bench -only http-throughput,sse-fanout
+	$(GO) run ./internal/bench -only http-throughput,sse-fanout,sse-unread
 
 # The lock modes of the session protocol: readers and a writer, a
 # semaphore, priority aging, acquires beside 10,000 waiting sessions.
@@ -107,6 +107,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s ./store
 	$(GO) test -run '^$$' -fuzz FuzzPayload -fuzztime 30s ./store
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./auth
+	$(GO) test -run '^$$' -fuzz FuzzEventJSON -fuzztime 30s ./httpapi
 	$(GO) test -run '^$$' -fuzz FuzzParseFrame -fuzztime 30s ./clients/go
 	$(GO) test -run '^$$' -fuzz FuzzDisplayKeyParsesBack -fuzztime 30s ./cmd/lc-cli
 

@@ -259,7 +259,7 @@ func (s *Server) adopt(id uint64, scope, name string, anonymous bool) bool {
 	} else {
 		s.clients[clientKey{scope, c.id}] = c
 	}
-	s.bySession[c.sid] = c
+	s.bySession.Store(c.sid, c)
 	s.mu.Unlock()
 	return true
 }
@@ -326,7 +326,7 @@ func (s *Server) anonymous() []*client {
 // opened records c's session id once its session is open.
 func (s *Server) opened(c *client) {
 	s.mu.Lock()
-	s.bySession[c.sid] = c
+	s.bySession.Store(c.sid, c)
 	s.mu.Unlock()
 }
 
@@ -339,9 +339,7 @@ func (s *Server) forget(c *client, sid uint64) {
 	} else if k := (clientKey{c.scope, c.id}); !c.anon && s.clients[k] == c {
 		delete(s.clients, k)
 	}
-	if s.bySession[sid] == c {
-		delete(s.bySession, sid)
-	}
+	s.bySession.CompareAndDelete(sid, c)
 }
 
 // sessionClient returns the front end's client of session id, or nil
@@ -350,9 +348,9 @@ func (s *Server) sessionClient(id uint64) *client {
 	if id == 0 {
 		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.bySession[id]
+	v, _ := s.bySession.Load(id)
+	c, _ := v.(*client)
+	return c
 }
 
 // clientSessions returns the number of client_id sessions open now.

@@ -48,10 +48,14 @@
 //
 // Every event of the table (acquired, released, expired, reset,
 // withdrawn, deadlock) gets an id and goes into a bounded ring and to the
-// stream's subscribers. The node's observer only copies the event into
-// the ring; one goroutine formats events and hands them to each
-// subscriber's queue, so nothing a subscriber does can slow a lock. A
-// subscriber whose queue is full is dropped: its stream ends, and it may
+// stream's subscribers. The node's observer only copies the event, as the
+// table made it, into the ring, under the node's lock and with no lock of
+// its own; with nobody subscribed that is all, and no event is formatted.
+// While there are subscribers one goroutine formats the new events (an
+// append-style writer of the same JSON as encoding/json's) and hands them
+// to each subscriber's queue, so nothing a subscriber does can slow a
+// lock; a resume with Last-Event-ID formats what it is owed from the ring.
+// A subscriber whose queue is full is dropped: its stream ends, and it may
 // reconnect with Last-Event-ID to resume from the ring.
 //
 // # Life cycle

@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +15,12 @@ import (
 
 func hubEvent(key string) mutex.Event {
 	return mutex.Event{Kind: mutex.EventGranted, Key: key, Token: 1, Source: "w", At: time.Unix(1, 0)}
+}
+
+// record hands ev to h's observer as the node does: under the lock that
+// h's readers take.
+func record(h *hub, ev mutex.Event, client string) {
+	h.lock(func() { h.observe(ev, client) })
 }
 
 // runHub starts h's fan-out goroutine until the test ends.
@@ -34,7 +43,7 @@ func TestHubDropsAllWhenTheRingIsLost(t *testing.T) {
 	h := newHub(4, 4, 0, 100, func() { dropped++ })
 	sub, _, _ := h.join("", 0, false)
 	for range 9 { // more than the ring holds, before the fan-out runs
-		h.observe(hubEvent("k"), "")
+		record(h, hubEvent("k"), "")
 	}
 	runHub(t, h)
 	<-sub.signal
@@ -59,7 +68,7 @@ func TestHubSkipsFilteredSubscribers(t *testing.T) {
 	all, _, _ := h.join("", 0, false)
 	runHub(t, h)
 	for i := range 5 {
-		h.observe(hubEvent("y"), "")
+		record(h, hubEvent("y"), "")
 		<-all.signal
 		b, ok := h.collect(all)
 		if !ok || len(b) == 0 {
@@ -106,7 +115,7 @@ func TestHubPacesBatchesBySubscribers(t *testing.T) {
 			}
 		}()
 		for range 100 {
-			h.observe(hubEvent("k"), "")
+			record(h, hubEvent("k"), "")
 			time.Sleep(time.Millisecond)
 		}
 		<-done
@@ -131,12 +140,12 @@ func TestHubHandsOutABacklogAtOnce(t *testing.T) {
 		h := newHub(64, 16, time.Hour, 0, nil)
 		sub, _, _ := h.join("", 0, false)
 		runHub(t, h)
-		h.observe(hubEvent("k"), "")
+		record(h, hubEvent("k"), "")
 		<-sub.signal // the first batch goes out at once
 		h.collect(sub)
 		start := time.Now()
 		for range 4 {
-			h.observe(hubEvent("k"), "")
+			record(h, hubEvent("k"), "")
 		}
 		<-sub.signal
 		if waited := time.Since(start); waited != 0 {
@@ -187,8 +196,8 @@ func TestHubReplicatedIDs(t *testing.T) {
 	}{{5, []string{"x"}}, {7, []string{"x", "y", "z"}}, {9, []string{"x"}}}
 	for _, e := range entries[:2] {
 		for _, k := range e.keys {
-			a.observe(eventAt(k, e.position), "")
-			b.observe(eventAt(k, e.position), "")
+			record(a, eventAt(k, e.position), "")
+			record(b, eventAt(k, e.position), "")
 		}
 	}
 	a.deliver(nil, nil)
@@ -204,7 +213,7 @@ func TestHubReplicatedIDs(t *testing.T) {
 
 	// The subscriber had up to 7<<16 + 1 at a; b has handed out the rest
 	// of entry 7, and has observed entry 9 but not handed it out.
-	b.observe(eventAt("x", 9), "")
+	record(b, eventAt("x", 9), "")
 	sub, backlog, missed := b.join("", 458753, true)
 	if got := ids(backlog); missed || !slices.Equal(got, []string{"458754"}) {
 		t.Fatalf("resumed backlog %v (missed %v)", got, missed)
@@ -217,8 +226,8 @@ func TestHubReplicatedIDs(t *testing.T) {
 
 	// Resuming after an id the node has observed but not handed out
 	// passes over the events up to it.
-	b.observe(eventAt("x", 10), "")
-	b.observe(eventAt("x", 11), "")
+	record(b, eventAt("x", 10), "")
+	record(b, eventAt("x", 11), "")
 	sub, backlog, missed = b.join("", 10<<16, true)
 	if missed || len(backlog) != 0 {
 		t.Fatalf("resume ahead of the fan-out: backlog %q, missed %v", backlog, missed)
@@ -234,12 +243,155 @@ func TestHubReplicatedIDs(t *testing.T) {
 		t.Fatal("an id before the node's first event: not missed")
 	}
 	replaced++
-	b.observe(eventAt("x", 20), "")
+	record(b, eventAt("x", 20), "")
 	b.deliver(nil, nil)
 	if _, _, missed := b.join("", 11<<16, true); !missed {
 		t.Fatal("an id before a snapshot the node was sent: not missed")
 	}
 	if _, bs, missed := b.join("", 20<<16-1, true); missed || !slices.Equal(ids(bs), []string{"1310720"}) {
 		t.Fatalf("an id after the snapshot: %v, missed %v", ids(bs), missed)
+	}
+}
+
+// With nobody subscribed the observer only keeps the event: it wakes no
+// goroutine and nothing is formatted. With a subscriber it wakes the
+// fan-out when that waits for an event, and then not again until the
+// events waiting reach a quarter of the lag.
+func TestHubObserverWakesNothingWithoutSubscribers(t *testing.T) {
+	h := newHub(64, 16, 0, 100, nil) // urgent: 4
+	h.pending()                      // the fan-out waits for an event
+	for range 100 {                  // more than the ring holds
+		record(h, hubEvent("k"), "")
+	}
+	if n := len(h.wake); n != 0 {
+		t.Fatalf("woken %d times without a subscriber", n)
+	}
+	if h.pending() {
+		t.Fatal("events pending without a subscriber")
+	}
+	h.deliver(nil, nil)
+	for i := range h.out {
+		if h.out[i].b != nil {
+			t.Fatalf("event %d formatted without a subscriber", h.out[i].seq)
+		}
+	}
+
+	sub, _, _ := h.join("", 0, false)
+	record(h, hubEvent("k"), "")
+	if n := len(h.wake); n != 1 {
+		t.Fatalf("woken %d times for a subscriber's first event", n)
+	}
+	<-h.wake // the fan-out takes it, and gathers a batch
+	for i := 2; i <= 4; i++ {
+		record(h, hubEvent("k"), "")
+		if n, want := len(h.wake), min(i/4, 1); n != want {
+			t.Fatalf("%d events waiting: woken %d times, want %d", i, n, want)
+		}
+	}
+	<-h.wake
+	h.deliver(nil, nil)
+	if b, ok := h.collect(sub); !ok || bytes.Count(b, []byte("\ndata: ")) != 4 {
+		t.Fatalf("the subscriber collected %q, %v", b, ok)
+	}
+
+	// Once it leaves, the observer is quiet again.
+	h.leave(sub)
+	h.pending()
+	for range 10 {
+		record(h, hubEvent("k"), "")
+	}
+	if n := len(h.wake); n != 0 {
+		t.Fatalf("woken %d times after the last subscriber left", n)
+	}
+}
+
+// sseOf is what the stream carries for r: its id, and its data as
+// json.Marshal writes it.
+func sseOf(t *testing.T, r *rawEvent) string {
+	t.Helper()
+	e := eventOf(r)
+	data, err := json.Marshal(&e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("id: %d\ndata: %s\n\n", r.id, data)
+}
+
+// A subscriber that joins after events were made with nobody subscribed
+// gets them from the raw ring, formatted as json.Marshal formats them,
+// after its Last-Event-ID and within its prefix; then the events made
+// after it joined, and no others. A resume from before what the ring
+// holds gets what it holds, and is told of the rest.
+func TestHubResumesEventsMadeWithNobodySubscribed(t *testing.T) {
+	h := newHub(8, 8, 0, 100, nil)
+	runHub(t, h)
+	var made []rawEvent
+	for i, key := range []string{"a/1", "b/<2>", "a/\u20283", "a/\xff4"} {
+		ev := hubEvent(key)
+		ev.Session, ev.Token, ev.Source = uint64(i+1), uint64(10+i), "owner & "+key
+		record(h, ev, "client-"+key)
+		made = append(made, rawEvent{id: 101 + uint64(i), ev: ev, client: "client-" + key})
+	}
+	sub, backlog, missed := h.join("a/", 101, true)
+	want := sseOf(t, &made[2]) + sseOf(t, &made[3])
+	if missed || string(backlog) != want {
+		t.Fatalf("backlog (missed %v):\n%q\nwant\n%q", missed, backlog, want)
+	}
+	live, backlog, _ := h.join("", 0, false)
+	if len(backlog) != 0 {
+		t.Fatalf("a subscriber without Last-Event-ID got %q", backlog)
+	}
+	record(h, hubEvent("a/5"), "")
+	for _, s := range []*subscriber{sub, live} {
+		<-s.signal
+		if b, ok := h.collect(s); !ok || !slices.Equal(ids(b), []string{"105"}) {
+			t.Fatalf("after the join: %q, %v", b, ok)
+		}
+	}
+
+	// Nobody subscribed while the ring wrapped.
+	h.leave(sub)
+	h.leave(live)
+	for i := range 10 {
+		record(h, hubEvent("c/"+strconv.Itoa(i)), "")
+	}
+	_, backlog, missed = h.join("", 105, true)
+	if got := ids(backlog); !missed || !slices.Equal(got, []string{"108", "109", "110", "111", "112", "113", "114", "115"}) {
+		t.Fatalf("after the ring wrapped: %v, missed %v", got, missed)
+	}
+	if _, _, missed := h.join("", 107, true); missed {
+		t.Fatal("a resume from the ring's oldest event but one: missed")
+	}
+}
+
+// A subscriber that collects one whole batch gets the batch's bytes as
+// they are; one that collects more than a batch, or some of one, gets
+// the events it wants copied, in order.
+func TestHubCollectsWholeBatchesAndParts(t *testing.T) {
+	h := newHub(64, 64, 0, 0, nil)
+	all, _, _ := h.join("", 0, false)
+	some, _, _ := h.join("a", 0, false)
+	for _, key := range []string{"a1", "b2", "a3"} {
+		record(h, hubEvent(key), "")
+	}
+	h.deliver(nil, nil)
+	b, _ := h.collect(all)
+	h.smu.RLock()
+	first := h.out[1].b
+	h.smu.RUnlock()
+	if !slices.Equal(ids(b), []string{"1", "2", "3"}) || &b[0] != &first[0] || cap(b) != len(b) {
+		t.Fatalf("a whole batch: %q (cap %d)", b, cap(b))
+	}
+	if b, _ := h.collect(some); !slices.Equal(ids(b), []string{"1", "3"}) {
+		t.Fatalf("part of a batch: %v", ids(b))
+	}
+	for _, key := range []string{"a4", "a5"} {
+		record(h, hubEvent(key), "")
+		h.deliver(nil, nil)
+	}
+	for _, s := range []*subscriber{all, some} {
+		if b, _ := h.collect(s); !slices.Equal(ids(b), []string{"4", "5"}) {
+			t.Fatalf("two batches: %v", ids(b))
+		}
 	}
 }

@@ -45,10 +45,13 @@ type Server struct {
 	http    *http.Server
 	group   serve.Group
 
-	mu        sync.Mutex
-	clients   map[clientKey]*client // by principal and client_id
-	bySession map[uint64]*client
-	anon      map[string]*client // by principal: the anonymous sessions
+	mu      sync.Mutex
+	clients map[clientKey]*client // by principal and client_id
+	anon    map[string]*client    // by principal: the anonymous sessions
+	// bySession holds the clients by session id (uint64 to *client),
+	// written under mu and read without it: the node's observer looks up
+	// every event's session in it.
+	bySession sync.Map
 
 	conns connCount // connections accepted and not yet closed
 
@@ -73,7 +76,7 @@ func New(n *mutex.Node, cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	s := &Server{
 		node: n, cfg: cfg, log: serve.Discard(cfg.Logger),
-		clients: make(map[clientKey]*client), bySession: make(map[uint64]*client), anon: make(map[string]*client),
+		clients: make(map[clientKey]*client), anon: make(map[string]*client),
 		stopping: make(chan struct{}), lost: make(chan struct{}),
 	}
 	s.conns.zero.L = &s.conns.mu
@@ -99,6 +102,7 @@ func New(n *mutex.Node, cfg Config) (*Server, error) {
 		}
 	}
 	s.hub = newHub(cfg.RingSize, cfg.SubscriberLag, cfg.FlushInterval, uint64(max(n.Now().UnixMicro(), 0)), dropped.Inc)
+	s.hub.lock = n.Locked // the observer's lock
 	if n.Replicated() {
 		s.hub.replaced, s.hub.floor = n.Replaced, 0 // ids from the log: the floor comes with the first event
 	}
@@ -152,7 +156,7 @@ func (s *Server) LeaderLost() {
 	s.leading.Store(false)
 	s.mu.Lock()
 	clear(s.clients)
-	clear(s.bySession)
+	s.bySession.Clear()
 	clear(s.anon)
 	s.mu.Unlock()
 	s.lmu.Lock()

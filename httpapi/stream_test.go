@@ -131,6 +131,43 @@ func TestResume(t *testing.T) {
 	}
 }
 
+// Events made while nobody subscribes are kept for a resume: a subscriber
+// that comes back with the last id it had gets them, fields and all, then
+// the events that follow; one without Last-Event-ID gets only the latter.
+func TestResumeAfterNobodyListened(t *testing.T) {
+	clk := newClock()
+	e := start(t, options{clock: clk})
+	s := e.subscribe("")
+	e.acquire(`{"key":"k0","owner":"w"}`)
+	last := s.expectEvent("acquired", "k0").id
+	s.close()
+	eventually(t, "the subscriber to leave", func() bool { return e.metric("locking_center_http_subscribers") == 0 })
+
+	a := e.acquire(`{"key":"orders/<1>","owner":"worker & \u2028 1","client_id":"c1","duration_ms":1000}`)
+	e.advance(time.Second) // its lease runs out
+	if _, _, err := e.node.TryLock(mutex.Claim{Key: "v1-key", Source: "10.0.0.4"}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.subscribe("", "Last-Event-ID", last)
+	got := r.expectEvent("acquired", "orders/<1>")
+	d := got.data
+	if mustUint(t, got.id) != mustUint(t, last)+1 || u64(d["fencing_token"]) != a.token() || u64(d["session"]) != u64(a.lock()["session"]) ||
+		d["client_id"] != "c1" || d["owner"] != "worker & \u2028 1" || d["mode"] != "exclusive" || d["time"] != clk.Now().Add(-time.Second).Format(time.RFC3339Nano) {
+		t.Fatalf("replayed event %s after %s: %v", got.id, last, d)
+	}
+	if ev := r.expectEvent("expired", "orders/<1>"); ev.data["reason"] != "lease_expired" || ev.data["client_id"] != "c1" {
+		t.Fatalf("replayed expiry %v", ev.data)
+	}
+	if ev := r.expectEvent("acquired", "v1-key"); ev.data["owner"] != "10.0.0.4" || ev.data["session"] != nil {
+		t.Fatalf("replayed v1 event %v", ev.data)
+	}
+
+	fresh := e.subscribe("")
+	e.acquire(`{"key":"after","owner":"w"}`)
+	fresh.expectEvent("acquired", "after")
+	r.expectEvent("acquired", "after")
+}
+
 // A subscriber that stops reading is dropped with a count, while locks
 // go on and a subscriber that reads gets every event.
 func TestSlowSubscriberDropped(t *testing.T) {

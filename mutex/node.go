@@ -155,6 +155,16 @@ func (n *Node) Observe(f func(Event)) (stop func()) {
 	}
 }
 
+// Locked calls f with the node's lock held: the lock its observers are
+// called with (Observe), so that f may read what an observer keeps with no
+// lock of the observer's own, and the observer need take none. f must
+// neither block nor call the node.
+func (n *Node) Locked(f func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	f()
+}
+
 // NewNode returns a node over cfg.Table (or an empty table) and applies
 // OpRestart to it. Sessions read back from a journal get a fresh TTL from
 // now, so that their clients can resume.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -139,6 +140,32 @@ func lockParked(ctx context.Context, n *Node, c Claim) <-chan error {
 		time.Sleep(time.Millisecond)
 	}
 	return done
+}
+
+// Locked runs under the lock observers are called with: what an observer
+// keeps without a lock of its own is Locked's to read (the race detector
+// checks it, with locks and releases going on meanwhile).
+func TestNodeLocked(t *testing.T) {
+	n := NewNode(NodeConfig{})
+	defer n.Close()
+	seen := 0 // the observer's, under the node's lock only
+	n.Observe(func(Event) { seen++ })
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := "k" + strconv.Itoa(i)
+			for range 50 {
+				n.TryLock(Claim{Key: key, Source: "a"})
+				n.Release(key)
+			}
+		}()
+	}
+	for read := 0; read < 400; {
+		n.Locked(func() { read = seen })
+	}
+	wg.Wait()
 }
 
 // A Lock whose context ends while it waits is withdrawn: the next waiter

@@ -55,11 +55,27 @@
 //     subscriber that was not dropped), the subscribers dropped (as the
 //     streams said and as lcd's counter says), and the delivery latency
 //     from an event's time to its line read by the subscriber.
+//   - sse-unread: what the event stream costs the locks when nobody reads
+//     it, and when one subscriber reads it all: 16 session-protocol
+//     clients (-fanout-cyclers) cycling acquire+release, each its own
+//     key, on three lcds in the same rounds: with the defaults (HTTP API
+//     on) and no subscriber, with one subscriber of every event (which
+//     counts the events' data lines and parses nothing), and with
+//     HTTP_ADDRESS=""; cycles/s, server CPU per cycle and their ratios,
+//     this process's CPU per cycle, and whether the subscriber read every
+//     event. With -pprof DIR, one more round of the first two, each
+//     -pprof-duration long, under a CPU profile written to DIR, and the
+//     hub's share of lcd's CPU in it (go tool pprof -focus).
 //
-// With -before BIN, the session parts also measure the lcd binary BIN (of
-// an earlier commit, say) in the same rounds, for before/after figures.
-// With -perf DIR, each lcd and floor server the benchmark starts is
-// recorded by perf (perf record -g) into DIR, for perf report.
+// With -before BIN, the session parts and sse-unread also measure the lcd
+// binary BIN (of an earlier commit, say) in the same rounds, for
+// before/after figures; -before-rev REV builds it from the git revision
+// REV (git archive into a temporary directory). With -pprof DIR, lcd and
+// -before-rev's lcd are built with a pprof endpoint: one more file of
+// package main given to go build -overlay, which the source tree never
+// holds (pprof.go). With -perf DIR, each lcd and floor server the
+// benchmark starts is recorded by perf (perf record -g) into DIR, for
+// perf report.
 //
 // Linux only (it reads /proc).
 package main
@@ -99,16 +115,19 @@ var (
 	sessions = flag.Int("sessions", 10_000, "idle sessions for session-memory")
 	cycList  = flag.String("session-clients", "1,16,64", "comma-separated client counts of session-throughput")
 	httpList = flag.String("http-clients", "16", "comma-separated client counts of http-throughput")
-	before   = flag.String("before", "", "another lcd binary (say, of an earlier commit) to measure beside lcd in the session parts")
+	before   = flag.String("before", "", "another lcd binary (say, of an earlier commit) to measure beside lcd in the session parts and sse-unread")
+	beforeAt = flag.String("before-rev", "", "a git revision whose lcd is built (from git archive, in a temporary directory) and measured as -before's")
 	fanSubs  = flag.Int("subscribers", 1000, "event stream subscribers of sse-fanout")
-	fanCyc   = flag.Int("fanout-cyclers", 16, "session-protocol clients cycling in sse-fanout")
+	fanCyc   = flag.Int("fanout-cyclers", 16, "session-protocol clients cycling in sse-fanout and sse-unread")
 	perfDir  = flag.String("perf", "", "a directory to record each lcd and floor into with perf record -g (lcd-N.data, floor-N.data)")
+	pprofDir = flag.String("pprof", "", "a directory for the CPU profiles of sse-unread; lcd (and -before-rev's) is built with a pprof endpoint for them")
+	pprofFor = flag.Duration("pprof-duration", 10*time.Second, "length of each profiled round of sse-unread")
 
 	keepaliveWindow = flag.Duration("keepalive-window", 20*time.Second, "how long session-memory measures the CPU of keepalives")
 )
 
 // allParts are the parts of the benchmark, in the order they run.
-var allParts = []string{"throughput", "hotkey", "memory", "session-throughput", "session-hotkey", "session-memory", "http-throughput", "sse-fanout"}
+var allParts = []string{"throughput", "hotkey", "memory", "session-throughput", "session-hotkey", "session-memory", "http-throughput", "sse-fanout", "sse-unread"}
 
 // lcdLogLevel is the LOG_LEVEL of the lcd under measurement.
 var lcdLogLevel = "warn"
@@ -123,10 +142,30 @@ func main() {
 	}
 	defer os.RemoveAll(dir)
 	lcd, floor := filepath.Join(dir, "lcd"), filepath.Join(dir, "floor")
-	if *lcdPath != "" {
+	profiled := *pprofDir != ""
+	switch {
+	case *lcdPath != "" && profiled:
+		log.Fatal("-pprof builds lcd with its pprof endpoint: it cannot profile -lcd's binary")
+	case *before != "" && *beforeAt != "":
+		log.Fatal("-before and -before-rev: give one")
+	case *lcdPath != "":
 		lcd = *lcdPath
-	} else {
-		proc.Build("", lcd, "./cmd/lcd")
+	default:
+		buildLCD("", lcd, profiled)
+	}
+	if *beforeAt != "" {
+		src := filepath.Join(dir, "before-src")
+		if err := os.Mkdir(src, 0o755); err != nil {
+			log.Fatal(err)
+		}
+		extract(*beforeAt, src)
+		*before = filepath.Join(dir, "lcd-before")
+		buildLCD(src, *before, profiled)
+	}
+	if profiled {
+		if err := os.MkdirAll(*pprofDir, 0o755); err != nil {
+			log.Fatal(err)
+		}
 	}
 	proc.Build("", floor, "./internal/bench/floor")
 
@@ -164,6 +203,9 @@ func main() {
 	if slices.Contains(parts, "sse-fanout") {
 		sseFanout(lcd)
 	}
+	if slices.Contains(parts, "sse-unread") {
+		sseUnread(lcd, *before)
+	}
 }
 
 // counts parses a flag's comma-separated client counts, each at least
@@ -191,6 +233,7 @@ type server struct {
 	addr    string    // mutex port, or Redis's port
 	metrics string    // metrics endpoint, lcd only
 	http    string    // HTTP API, lcd started with it only
+	pprof   string    // pprof endpoint, lcd with -pprof only
 	perf    *exec.Cmd // perf recording the server, with -perf
 	dir     string    // removed once the server stopped
 	sha     string    // Redis only: the SHA1 of releaseScript
@@ -203,21 +246,25 @@ func startLCD(bin string) *server { return startLCDWith(bin, false) }
 // startLCDWith is startLCD, with the HTTP API on a free port when
 // withHTTP is set.
 func startLCDWith(bin string, withHTTP bool) *server {
-	addrs := proc.FreeAddrs(4)
+	addrs := proc.FreeAddrs(5)
 	cmd := exec.Command(bin)
-	httpAddr := ""
+	httpAddr, pprofAddr := "", ""
 	if withHTTP {
 		httpAddr = addrs[3]
+	}
+	if *pprofDir != "" {
+		pprofAddr = addrs[4]
 	}
 	cmd.Env = append(os.Environ(),
 		"BIND_ADDRESS="+addrs[0],
 		"MANAGER_ADDRESS="+addrs[1],
 		"METRICS_ADDRESS="+addrs[2],
 		"HTTP_ADDRESS="+httpAddr,
+		pprofEnv+"="+pprofAddr,
 		"LOG_LEVEL="+lcdLogLevel)
 	cmd.Stderr = os.Stderr
 	spawn(cmd)
-	s := &server{cmd: cmd, addr: addrs[0], metrics: addrs[2], http: httpAddr}
+	s := &server{cmd: cmd, addr: addrs[0], metrics: addrs[2], http: httpAddr, pprof: pprofAddr}
 	proc.WaitListening(s.addr)
 	if withHTTP {
 		proc.WaitListening(s.http)
@@ -364,6 +411,11 @@ func drive(s *server, clients int) result {
 // measures cycles and the server's CPU; the opening and the ending are not
 // measured.
 func driveWith(s *server, clients int, open func(i int) (cycle func() error, end func())) result {
+	return driveFor(*duration, s, clients, open)
+}
+
+// driveFor is driveWith for a round of d.
+func driveFor(d time.Duration, s *server, clients int, open func(i int) (cycle func() error, end func())) result {
 	var stop atomic.Bool
 	var total atomic.Int64
 	var wg sync.WaitGroup
@@ -386,7 +438,7 @@ func driveWith(s *server, clients int, open func(i int) (cycle func() error, end
 			total.Add(n)
 		}()
 	}
-	elapsed := runRound(t0, &stop, &wg)
+	elapsed := runRound(d, t0, &stop, &wg)
 	cpu := s.cpuTime() - cpu0
 	for _, end := range ends {
 		end()
@@ -395,10 +447,10 @@ func driveWith(s *server, clients int, open func(i int) (cycle func() error, end
 	return result{perSec: float64(n) / elapsed.Seconds(), cpuCycle: cpu / time.Duration(n), cycles: n}
 }
 
-// runRound lets a round's clients run for its duration, then stops them,
-// waits for them and returns the time since start.
-func runRound(start time.Time, stop *atomic.Bool, wg *sync.WaitGroup) time.Duration {
-	time.Sleep(*duration)
+// runRound lets a round's clients run for d, then stops them, waits for
+// them and returns the time since start.
+func runRound(d time.Duration, start time.Time, stop *atomic.Bool, wg *sync.WaitGroup) time.Duration {
+	time.Sleep(d)
 	stop.Store(true)
 	wg.Wait()
 	return time.Since(start)
@@ -559,7 +611,7 @@ func hotKeyRound(lcd *server, clients int, queued bool) {
 	if a, err := requestThen(lcd.addr, unlock, func() { lastSent.Store(time.Since(origin).Nanoseconds()) }); err != nil || a != oneshot.AnswerOK {
 		log.Fatalf("starter's unlock: %q %v", a, err)
 	}
-	elapsed := runRound(start, &stop, &wg)
+	elapsed := runRound(*duration, start, &stop, &wg)
 	total := sum(counts)
 	slices.Sort(handoffs)
 	slices.Sort(fromDial)

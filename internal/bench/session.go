@@ -360,7 +360,7 @@ func sessionHotKeyRound(lcd *server, name string, clients int) {
 		log.Fatalf("starter's release: %v", err)
 	}
 	starter.end()
-	elapsed := runRound(start, &stop, &wg)
+	elapsed := runRound(*duration, start, &stop, &wg)
 	slices.Sort(all)
 	fmt.Printf("| %s | %d | %.0f | %d | %d | %.0f | %.0f | %.0f |\n", name, clients, float64(sum(counts))/elapsed.Seconds(),
 		slices.Min(counts), slices.Max(counts), percentile(all, 0.5), percentile(all, 0.9), percentile(all, 0.99))

@@ -16,9 +16,10 @@ import (
 	"time"
 )
 
-// Build runs `go build -o out pkg` in dir ("": the current directory).
-func Build(dir, out, pkg string) {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
+// Build runs `go build -o out [flags] pkg` in dir ("": the current
+// directory).
+func Build(dir, out, pkg string, flags ...string) {
+	cmd := exec.Command("go", append(append([]string{"build", "-o", out}, flags...), pkg)...)
 	cmd.Dir, cmd.Stderr = dir, os.Stderr
 	if err := cmd.Run(); err != nil {
 		log.Fatalf("build %s: %v", pkg, err)
