@@ -37,6 +37,9 @@ func (f *eventFormat) appendEventJSON(b []byte, e *eventJSON) []byte {
 		b = appendJSONField(b, `,"client_id":`, e.ClientID)
 	}
 	b = appendJSONField(b, `,"owner":`, e.Owner)
+	if e.Note != "" {
+		b = appendJSONField(b, `,"note":`, e.Note)
+	}
 	b = appendJSONField(b, `,"mode":`, e.Mode)
 	if e.Reason != "" {
 		b = appendJSONField(b, `,"reason":`, e.Reason)

@@ -18,14 +18,14 @@ import (
 // go test -fuzz FuzzEventJSON ./httpapi looks further.
 func FuzzEventJSON(f *testing.F) {
 	var ef eventFormat // one for every input, as for the events of a batch
-	f.Fuzz(func(t *testing.T, id uint64, action, key string, token, session uint64, client, owner, mode, reason string,
+	f.Fuzz(func(t *testing.T, id uint64, action, key string, token, session uint64, client, owner, note, mode, reason string,
 		sec, nsec int64, zone int32) {
 		at := time.Unix(sec, nsec).UTC()
 		if zone != 0 {
 			at = at.In(time.FixedZone("", int(zone)))
 		}
 		e := eventJSON{ID: id, Action: action, Key: key, FencingToken: token, Session: session, ClientID: client,
-			Owner: owner, Mode: mode, Reason: reason, Time: at}
+			Owner: owner, Note: note, Mode: mode, Reason: reason, Time: at}
 		got := ef.appendEventJSON([]byte("data: "), &e)
 		want, err := json.Marshal(&e)
 		if err != nil {

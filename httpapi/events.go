@@ -22,6 +22,7 @@ type eventJSON struct {
 	Session      uint64    `json:"session,omitempty"`
 	ClientID     string    `json:"client_id,omitempty"`
 	Owner        string    `json:"owner"`
+	Note         string    `json:"note,omitempty"`
 	Mode         string    `json:"mode"`
 	Reason       string    `json:"reason,omitempty"`
 	Time         time.Time `json:"time"`
@@ -386,7 +387,7 @@ func reasonName(r mutex.Reason) string { return reasonNames[r] }
 func eventOf(r *rawEvent) eventJSON {
 	ev := &r.ev
 	e := eventJSON{ID: r.id, Action: ev.Action(), Key: ev.Key, FencingToken: ev.Token, Session: ev.Session,
-		ClientID: r.client, Owner: ev.Source, Mode: ev.Mode.String(), Time: ev.At.UTC()}
+		ClientID: r.client, Owner: ev.Source, Note: ev.Note, Mode: ev.Mode.String(), Time: ev.At.UTC()}
 	if ev.Reason != mutex.ReasonNone {
 		e.Reason = reasonName(ev.Reason)
 	}

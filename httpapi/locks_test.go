@@ -651,9 +651,13 @@ func TestOverLimit(t *testing.T) {
 // holders and waiters; over 1,024 bytes is refused.
 func TestHolderNote(t *testing.T) {
 	e := start(t, options{})
+	stream := e.subscribe("?prefix=deploy/")
 	a := e.acquire(`{"key":"deploy/prod","owner":"ci","client_id":"ci-7","note":"deploy 4.2 by ana"}`)
 	if a.lock()["note"] != "deploy 4.2 by ana" {
 		t.Fatalf("acquire answer %s", a.body)
+	}
+	if ev := stream.next(); ev.data["action"] != "acquired" || ev.data["note"] != "deploy 4.2 by ana" {
+		t.Fatalf("event %+v", ev)
 	}
 	a = e.acquire(`{"key":"deploy/prod","owner":"ci","client_id":"ci-7","note":"again"}`)
 	if a.lock()["note"] != "deploy 4.2 by ana" || num(a.lock()["reentrancy_count"]) != 2 {
@@ -686,6 +690,12 @@ func TestHolderNote(t *testing.T) {
 	}
 	if w := <-waiter; w.lock()["note"] != "deploy 4.3" {
 		t.Fatalf("the waiter's grant %s", w.body)
+	}
+	if ev := stream.next(); ev.data["action"] != "released" || ev.data["note"] != nil {
+		t.Fatalf("event %+v, want the release, without a note", ev)
+	}
+	if ev := stream.next(); ev.data["action"] != "acquired" || ev.data["note"] != "deploy 4.3" || ev.data["owner"] != "next" {
+		t.Fatalf("event %+v, want the waiter's grant with its note", ev)
 	}
 	expect(t, e.post("/api/v1/locks/acquire", jsonBody(map[string]any{"key": "x", "owner": "o",
 		"note": strings.Repeat("n", 1025)})), http.StatusBadRequest, "bad_request")

@@ -108,7 +108,7 @@ func TestStatusPage(t *testing.T) {
 	expect(t, e.post("/api/v1/locks/release", `{"key":"orders/batch-7","owner":"reports"}`), 200, "")
 	poll("the key to go", `document.querySelector('#held tr[data-key="orders/batch-7"]') === null && document.querySelector('#waiting tr[data-key="orders/batch-7"]') === null ? "gone" : false`)
 	events := poll("the event list", `document.getElementById("events").innerText`)
-	for _, want := range []string{"acquired orders/batch-7 by reports", "released orders/batch-7 by reports"} {
+	for _, want := range []string{"acquired orders/batch-7 by reports token", ": monthly report", "released orders/batch-7 by reports"} {
 		if !strings.Contains(events, want) {
 			t.Errorf("events %q lack %q", events, want)
 		}
