@@ -273,6 +273,12 @@ func testCluster(t *testing.T, ls LogStore) {
 	if live == nil {
 		t.Fatalf("open session: %v", res.Status)
 	}
+	// A holder's note goes through the log with its grant.
+	const note = "job 7 on host-3"
+	noted := mutex.Command{Op: mutex.OpAcquire, Session: live.ID(), Request: 1, Key: "noted", Source: "svc", Note: note}
+	if res, _, _ := lead.n.ApplySession(noted); res.Status != mutex.StatusGranted {
+		t.Fatalf("acquire with a note: %v", res.Status)
+	}
 	var followers []*testNode
 	for _, tn := range nodes {
 		if tn != lead {
@@ -304,8 +310,13 @@ func testCluster(t *testing.T, ls LogStore) {
 	// The leader leaves; another takes over with the same table.
 	lead.stop()
 	next := awaitLeader(t, followers)
-	if s := next.n.Snapshot(); len(s.Sessions) != 1 || len(s.Holders) != 2 {
+	if s := next.n.Snapshot(); len(s.Sessions) != 1 || len(s.Holders) != 3 {
 		t.Fatalf("after the failover: %d sessions, %d holders", len(s.Sessions), len(s.Holders))
+	}
+	for _, tn := range followers { // one of them restarted from a snapshot
+		if h := tn.n.Describe("noted").Holders; len(h) != 1 || h[0].Note != note {
+			t.Fatalf("%s: holders of the noted key %+v", tn.id, h)
+		}
 	}
 	next, g2 := tryLock(t, followers, mutex.Claim{Key: "k2", Source: "v1"})
 	if g2.Token <= g.Token {
