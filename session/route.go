@@ -37,13 +37,14 @@ type sess struct {
 	account   string          // charged for its locks, and rate-limited
 
 	mu       sync.Mutex
-	conn     *conn  // attached connection, nil while none is
-	items    []item // owed, in order
-	batch    bool   // the reader is handling a batch of frames: it flushes at its end
-	waiting  bool   // a goroutine waits for a Pending of the first item
-	flushing bool   // a goroutine is in Flush: others leave their items to it
-	again    bool   // items came while it flushed: it goes round once more
-	closing  bool   // close the connection once everything is written
+	conn     *conn         // attached connection, nil while none is
+	items    []item        // owed, in order
+	batch    bool          // the reader is handling a batch of frames: it flushes at its end
+	waiting  bool          // a goroutine waits for a Pending of the first item
+	flushing bool          // a goroutine is in Flush: others leave their items to it
+	again    bool          // items came while it flushed: it goes round once more
+	closing  bool          // close the connection once everything is written
+	written  chan struct{} // closed when a flush ends, for awaitWritten; nil when nobody waits
 }
 
 // attached returns the connection attached to s, nil when none is.
@@ -205,6 +206,29 @@ func (s *sess) flushRest() {
 		s.mu.Lock()
 	}
 	s.flushing = false
+	if s.written != nil {
+		close(s.written)
+		s.written = nil
+	}
+	s.mu.Unlock()
+}
+
+// awaitWritten waits until everything owed is written to the attached
+// connection, the journal waited for where it must be, or until no
+// connection is attached. The reader of a CLOSE calls it before the
+// connection ends, so that the OK (and a WELCOME of the same batch)
+// reaches the client when the close waits for the write-ahead log.
+func (s *sess) awaitWritten() {
+	s.mu.Lock()
+	for s.conn != nil && (s.flushing || s.waiting || len(s.items) > 0) {
+		if s.written == nil {
+			s.written = make(chan struct{})
+		}
+		ch := s.written
+		s.mu.Unlock()
+		<-ch
+		s.mu.Lock()
+	}
 	s.mu.Unlock()
 }
 

@@ -1130,6 +1130,7 @@ func (c *conn) handle(f *Frame) bool {
 		c.s.watch.dropSession(s)
 		s.endBatch()
 		s.closeAfterFlush()
+		s.awaitWritten()
 		return false
 	}
 	return true
