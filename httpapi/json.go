@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Codes of a failed answer (its "code" field): why, for programs. The
@@ -81,9 +84,18 @@ func badRequest(w http.ResponseWriter, format string, args ...any) {
 // not have are refused. On failure it answers the request and returns
 // false.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	if err == nil && (!utf8.Valid(body) || hasLoneSurrogate(body)) {
+		// encoding/json would put U+FFFD in their place, and two keys
+		// that differ only there would be one key.
+		badRequest(w, "the request body is not UTF-8 (keys, owners and notes are UTF-8 text)")
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	if err == nil {
+		err = dec.Decode(v)
+	}
 	if err == nil {
 		if dec.Decode(&struct{}{}) != io.EOF {
 			badRequest(w, "the request body holds more than one JSON object")
@@ -108,6 +120,39 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		badRequest(w, "field %q must be %s, not a JSON %s", typ.Field, kindOf(typ), typ.Value)
 	default:
 		badRequest(w, "bad request body: %v", err)
+	}
+	return false
+}
+
+// hasLoneSurrogate reports whether b, JSON text, escapes half of a UTF-16
+// surrogate pair without the other half (\ud800 alone), which is no
+// character.
+func hasLoneSurrogate(b []byte) bool {
+	surrogate := func(i int) (rune, bool) { // the \uXXXX at b[i:], if it is one of a surrogate
+		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 16)
+		return rune(n), err == nil && utf16.IsSurrogate(rune(n))
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			continue
+		}
+		if b[i+1] != 'u' {
+			i++ // an escape of one character, maybe \\ itself
+			continue
+		}
+		r, ok := surrogate(i)
+		if !ok {
+			i += 5
+			continue
+		}
+		next, pair := surrogate(i + 6)
+		if r >= 0xDC00 || !pair || next < 0xDC00 {
+			return true
+		}
+		i += 11
 	}
 	return false
 }

@@ -700,3 +700,24 @@ func TestHolderNote(t *testing.T) {
 	expect(t, e.post("/api/v1/locks/acquire", jsonBody(map[string]any{"key": "x", "owner": "o",
 		"note": strings.Repeat("n", 1025)})), http.StatusBadRequest, "bad_request")
 }
+
+// A body that is not UTF-8, raw or escaped (half of a surrogate pair), is
+// refused: decoded, its bad bytes would become U+FFFD, and two keys that
+// differ only there one key.
+func TestBodyNotUTF8(t *testing.T) {
+	e := start(t, options{})
+	for _, body := range []string{`{"key":"h/` + "\xff" + `","owner":"w"}`, `{"key":"h/\ud800","owner":"w"}`,
+		`{"key":"h/\udc00\ud800","owner":"w"}`, `{"key":"h","owner":"w","note":"\ud83d"}`} {
+		expect(t, e.post("/api/v1/locks/acquire", body), http.StatusBadRequest, "bad_request")
+	}
+	if n := len(e.keys()); n != 0 {
+		t.Fatalf("%d keys held after the refusals", n)
+	}
+	// A whole pair, an escaped backslash before a u, and U+FFFD itself are text.
+	for i, body := range []string{`{"key":"h/\ud83d\ude00","owner":"w"}`, `{"key":"h/\\ud800","owner":"w"}`,
+		`{"key":"h/\ufffd","owner":"w"}`} {
+		if a := e.acquire(body); a.lock()["key"] == nil {
+			t.Fatalf("body %d: %s", i, a.body)
+		}
+	}
+}
