@@ -73,19 +73,29 @@ function keyText(keyBytes) {
   }
 }
 
+const ACQUIRE_OPTIONS = new Set(['signal', 'waitMs', 'leaseMs', 'lockDelayMs', 'shared', 'limit', 'priority', 'reentrant', 'owner', 'note']);
+
+/** Refuses an option acquire does not know: a misspelt one would be ignored, and change what the lock means. */
+function checkOptionNames(o) {
+  for (const name of Object.keys(o)) {
+    if (!ACQUIRE_OPTIONS.has(name)) throw new TypeError(`unknown acquire option ${JSON.stringify(name)} (known: ${[...ACQUIRE_OPTIONS].join(', ')})`);
+  }
+}
+
 /** The ACQUIRE fields of key for the options of acquire. */
 function acquireFields(keyBytes, o) {
+  checkOptionNames(o);
   const f = [field.bytes(Tag.KEY, keyBytes)];
   if (o.waitMs !== undefined) f.push(field.u32(Tag.WAIT_MS, checkedU32(o.waitMs, 'waitMs')));
-  if (o.leaseMs) f.push(field.u32(Tag.LEASE_MS, checkedU32(o.leaseMs, 'leaseMs')));
+  if (o.leaseMs !== undefined && o.leaseMs !== 0) f.push(field.u32(Tag.LEASE_MS, checkedU32(o.leaseMs, 'leaseMs')));
   if (o.lockDelayMs !== undefined) f.push(field.u32(Tag.DELAY_MS, checkedU32(o.lockDelayMs, 'lockDelayMs', MAX_DELAY_MS)));
   if (o.shared) f.push(field.u8(Tag.MODE, 1));
-  if (o.limit) {
+  if (o.limit !== undefined && o.limit !== 0) {
     checkedU32(o.limit, 'limit');
     if (o.shared && o.limit > 1) throw new RangeError('a semaphore (limit above 1) cannot be shared');
     f.push(field.u32(Tag.LIMIT, o.limit));
   }
-  if (o.priority) {
+  if (o.priority !== undefined && o.priority !== 0) {
     if (!Number.isInteger(o.priority) || o.priority < -0x80000000 || o.priority > 0x7fffffff) {
       throw new RangeError(`priority must be a 32-bit signed integer, got ${o.priority}`);
     }
@@ -367,6 +377,7 @@ class Session extends EventTarget {
   #conn = null;
   #heard = 0;
   #nextId = 0n;
+  #ownerSeq = 0; // the default owners of acquires
   #inflight = new Map(); // by id: sent or to send, not answered
   #holds = new Map(); // by token: the locks of the session
   #letGo = new Set(); // tokens left to the server by orphan()
@@ -460,7 +471,12 @@ class Session extends EventTarget {
     let fields;
     try {
       keyBytes = checkedKey(key);
-      fields = acquireFields(keyBytes, options);
+      // Without an owner each acquire is its own, as if it came from a client
+      // of its own: concurrent acquires of one key on one session queue
+      // instead of waiting for themselves (refused deadlock). A reentrant
+      // acquire without one shares the session's owner, so that it counts up.
+      const owner = options.owner === undefined && !options.reentrant ? `task-${++this.#ownerSeq}` : options.owner;
+      fields = acquireFields(keyBytes, { ...options, owner });
     } catch (err) {
       return Promise.reject(err);
     }

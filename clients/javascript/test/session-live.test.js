@@ -191,3 +191,31 @@ test('renew starts the lease again; a lock given a lease by renew is lost at its
   t.after(() => other.close());
   assert.notEqual(await other.tryAcquire('javascript/renew-plain'), null, 'the key given up at the end of its lease is not free');
 });
+
+test('tasks sharing one session queue for one key in arrival order; a misspelt option is refused', live, async (t) => {
+  const { mutex } = await startLcd(t);
+  const s = await Session.connect(mutex);
+  t.after(() => s.close());
+  const key = 'javascript/shared-session';
+  const first = await s.acquire(key);
+  const order = [];
+  const tasks = [];
+  for (let i = 0; i < 30; i++) {
+    tasks.push(s.withLock(key, async () => { order.push(i); }));
+    // Each one parks before the next is sent: the order is the queue's.
+    for (let n = 0; (await s.describe(key)).queue !== i + 1; n++) {
+      assert.ok(n < 1000, `task ${i} did not park`);
+      await sleep(2);
+    }
+  }
+  await first.release();
+  await Promise.all(tasks);
+  assert.deepEqual(order, [...Array(30).keys()]);
+  const re = await s.acquire(key, { reentrant: true });
+  const again = await s.acquire(key, { reentrant: true });
+  assert.equal(again.token, re.token, 'a reentrant acquire without an owner counts up');
+  await again.release();
+  await re.release();
+  await assert.rejects(s.acquire(key, { leaseMS: 100 }), TypeError);
+  await assert.rejects(s.acquire(key, { leaseMs: Number.NaN }), RangeError);
+});
