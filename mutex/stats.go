@@ -32,10 +32,12 @@ func newHistogram() histogram {
 }
 
 func (h *histogram) observe(d time.Duration) {
-	s := d.Seconds()
-	if s < 0 {
-		s = 0
+	if d <= 0 { // a grant without a wait: the first bucket
+		h.counts[0]++
+		h.n++
+		return
 	}
+	s := d.Seconds()
 	i := sort.SearchFloat64s(WaitBuckets, s)
 	h.counts[i]++
 	h.sum += s

@@ -274,6 +274,15 @@ type session struct {
 	remote unique.Handle[string] // the last remote address its requests named: a cache, not state
 }
 
+// sourceHandle returns the handle of source, without a lookup when it is
+// the session's name (the source of a session-protocol request).
+func (s *session) sourceHandle(source string) unique.Handle[string] {
+	if s.name.Value() == source {
+		return s.name
+	}
+	return unique.Make(source)
+}
+
 // remoteHandle returns the handle of remote, without a lookup when it is
 // the address of the session's last request (its connection's).
 func (s *session) remoteHandle(remote string) unique.Handle[string] {
@@ -414,9 +423,11 @@ func (t *Table) acquire(c *Command) Result {
 		return Result{Status: StatusInvalid} // v1 has none of them
 	}
 	now := c.unixNano()
-	account := unique.Make(c.Account)
+	var account, source unique.Handle[string]
 	if s != nil {
-		account = s.account
+		account, source = s.account, s.sourceHandle(c.Source)
+	} else {
+		account, source = unique.Make(c.Account), unique.Make(c.Source)
 	}
 	e := t.keys[c.Key]
 	if e != nil && e.x != nil && e.x.prioritized > 0 {
@@ -468,7 +479,7 @@ func (t *Table) acquire(c *Command) Result {
 		return r
 	}
 	if e.queueLen() == 0 && !e.delayed() && e.compatible(c.Mode, normLimit(c.Limit)) {
-		h := t.grantHandle(e, s, c.Request, unique.Make(c.Source), account, c.RemoteAddr, c.Mode, intern(c.Owner),
+		h := t.grantHandle(e, s, c.Request, source, account, c.RemoteAddr, c.Mode, intern(c.Owner),
 			c.Note, int64(c.Lease), int64(c.Delay), now, 0)
 		t.emit(Event{Kind: EventGranted, Key: e.key, Token: h.token, Session: c.Session, Request: c.Request,
 			Source: c.Source, Mode: c.Mode, At: c.At, Lease: c.Lease, Note: c.Note})
@@ -478,7 +489,7 @@ func (t *Table) acquire(c *Command) Result {
 		t.stats.Busy++
 		return refuse(Result{Status: StatusBusy})
 	}
-	r := newRequest(e, s, c.Request, unique.Make(c.Source), account, c.RemoteAddr, c.Owner, c.Note, now, int64(c.Lease),
+	r := newRequest(e, s, c.Request, source, account, c.RemoteAddr, c.Owner, c.Note, now, int64(c.Lease),
 		int64(min(c.Delay, MaxLockDelay)), c.Mode, c.Limit, c.Priority, c.Reentrant, c.ConnBound)
 	t.enqueue(e, r)
 	if granted := t.promote(e, now, c.At, r); granted != nil {

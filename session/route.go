@@ -36,10 +36,13 @@ type sess struct {
 	principal *auth.Principal // nil without authentication
 	account   string          // charged for its locks, and rate-limited
 
+	// batch: the reader is handling a batch of frames, and flushes at its
+	// end (endBatch clears it under mu). Flush does nothing meanwhile.
+	batch atomic.Bool
+
 	mu       sync.Mutex
 	conn     *conn         // attached connection, nil while none is
 	items    []item        // owed, in order
-	batch    bool          // the reader is handling a batch of frames: it flushes at its end
 	waiting  bool          // a goroutine waits for a Pending of the first item
 	flushing bool          // a goroutine is in Flush: others leave their items to it
 	again    bool          // items came while it flushed: it goes round once more
@@ -145,26 +148,20 @@ var sendFirstHook atomic.Pointer[func(*sess)]
 
 // beginBatch holds writes back while the reader handles the frames of one
 // read, so that their answers leave in one write.
-func (s *sess) beginBatch() {
-	s.mu.Lock()
-	s.batch = true
-	s.mu.Unlock()
-}
+func (s *sess) beginBatch() { s.batch.Store(true) }
 
 // endBatch ends the batch and writes what it owes.
 func (s *sess) endBatch() {
 	s.mu.Lock()
-	s.batch = false
-	s.mu.Unlock()
-	s.Flush()
+	s.batch.Store(false)
+	s.flushLocked()
 }
 
 // closeAfterFlush closes the connection once what is owed is written.
 func (s *sess) closeAfterFlush() {
 	s.mu.Lock()
 	s.closing = true
-	s.mu.Unlock()
-	s.Flush()
+	s.flushLocked()
 }
 
 // flushBufs holds the buffers Flush encodes into, so that a flush
@@ -186,7 +183,20 @@ const maxPooled = 16 << 10
 // flushers could otherwise hand their bytes to the connection in the other
 // order than they took them from the queue.
 func (s *sess) Flush() {
+	if s.batch.Load() {
+		// The reader flushes at the end of its batch (endBatch), after
+		// what is queued now: nothing to do here, and no lock to take
+		// for each command the batch applies. A flusher that misses the
+		// end of the batch finds the flag cleared (endBatch clears it
+		// under the lock, then flushes what was queued before).
+		return
+	}
 	s.mu.Lock()
+	s.flushLocked()
+}
+
+// flushLocked is Flush, called with s.mu held; it releases it.
+func (s *sess) flushLocked() {
 	if s.flushing {
 		s.again = true
 		s.mu.Unlock()
@@ -236,7 +246,7 @@ func (s *sess) awaitWritten() {
 // with s.mu held and returns with it released.
 func (s *sess) flushOnce() {
 	var revoke []mutex.Command
-	if s.batch || s.waiting || s.conn == nil {
+	if s.batch.Load() || s.waiting || s.conn == nil {
 		s.mu.Unlock()
 		return
 	}
@@ -259,7 +269,6 @@ func (s *sess) flushOnce() {
 		if r != nil {
 			revoke = append(revoke, *r)
 		}
-		s.items[i] = item{}
 		if end {
 			ready = len(s.items)
 			break

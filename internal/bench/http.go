@@ -92,18 +92,27 @@ func (c *httpCycler) cycle() error {
 // HTTP API with keep-alive, beside the same lcd's session protocol and a
 // Redis server's usual lock, in alternating rounds of one run, at each
 // client count of -http-clients.
-func httpThroughput(lcdBin, redisBin string) {
+func httpThroughput(lcdBin, redisBin, beforeBin string) {
 	lcd := startLCDWith(lcdBin, true)
 	defer lcd.stop()
 	redis := startRedis(redisBin)
 	if redis != nil {
 		defer redis.stop()
 	}
-	var rows []string
+	var before *server
+	if beforeBin != "" {
+		before = startLCDWith(beforeBin, true)
+		defer before.stop()
+	}
+	var rows, vsBefore []string
 	for _, clients := range httpClientCounts {
 		client := newHTTPClient(clients)
-		var hr, sr, rr, hc, sc, rc []float64
+		var hr, sr, rr, br, hc, sc, rc, bc []float64
 		for range *rounds {
+			if before != nil {
+				b := driveWith(before, clients, httpClients(client, before.http))
+				br, bc = append(br, b.perSec), append(bc, us(b.cpuCycle))
+			}
 			h := driveWith(lcd, clients, httpClients(client, lcd.http))
 			hr, hc = append(hr, h.perSec), append(hc, us(h.cpuCycle))
 			s := driveWith(lcd, clients, sessionClients(lcd.addr))
@@ -116,6 +125,9 @@ func httpThroughput(lcdBin, redisBin string) {
 		rows = append(rows, fmt.Sprintf("| %d | %.0f | %.0f | %s | %.3f | %s | %.1f | %.1f | %s | %.3f | %s |", clients,
 			median(hr), median(sr), medianOr(rr, "%.0f"), median(ratios(hr, sr)), ratioOr(hr, rr, "%.3f"),
 			median(hc), median(sc), medianOr(rc, "%.1f"), median(ratios(hc, sc)), ratioOr(hc, rc, "%.3f")))
+		if before != nil {
+			vsBefore = append(vsBefore, beforeRow(clients, br, hr, bc, hc))
+		}
 	}
 	fmt.Println("## Uncontended acquire+release over HTTP with keep-alive, beside the session protocol and Redis")
 	fmt.Println()
@@ -123,6 +135,9 @@ func httpThroughput(lcdBin, redisBin string) {
 	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	fmt.Println(strings.Join(rows, "\n"))
 	fmt.Println()
+	if before != nil {
+		beforeTable("Acquire+release over HTTP, lcd beside "+beforeBin, "HTTP ", vsBefore)
+	}
 }
 
 // httpClientCounts are the client counts of http-throughput.

@@ -22,18 +22,23 @@
 //   - memory: RSS of lcd per held key with 1,000,000 held keys, and per
 //     parked waiter with 10,000 waiters, from /proc/PID/status.
 //
-// The parts of the session protocol, one session per connection:
+// The parts of the session protocol, one session per connection, lcd
+// with its defaults (the HTTP API on):
 //
 //   - session-throughput: uncontended ACQUIRE+RELEASE cycles at 1, 16 and
 //     64 clients against lcd, against the session floor, and against a
 //     redis-server the benchmark starts (SET NX PX, then a compare-and-
 //     delete script by EVALSHA), in alternating rounds; cycles/s, server
-//     CPU per cycle and lcd's ratios to both.
+//     CPU per cycle and lcd's ratios to both. With -pprof DIR, one more
+//     round of lcd (and of -before's) at each client count, -pprof-duration
+//     long, under a CPU profile written to DIR.
 //   - session-hotkey: 16 and 64 sessions on one key, all queued before the
 //     first grant, each writing its next ACQUIRE and its RELEASE in one
 //     write; cycles per session and the handoff time from a RELEASE's
 //     write to the next holder's GRANTED, for lcd and for the session
-//     floor with a FIFO queue per key (floor -session -queue).
+//     floor with a FIFO queue per key (floor -session -queue), each
+//     server started afresh for each of -rounds rounds, in turn; the
+//     medians of the handoff p50 and of its ratio to the floor's.
 //   - session-memory: RSS (and, for lcd, Go heap and stacks from its
 //     metrics) per idle session with 10,000 sessions and per parked
 //     request, and the server's CPU while those sessions PING every
@@ -67,10 +72,10 @@
 //     -pprof-duration long, under a CPU profile written to DIR, and the
 //     hub's share of lcd's CPU in it (go tool pprof -focus).
 //
-// With -before BIN, the session parts and sse-unread also measure the lcd
-// binary BIN (of an earlier commit, say) in the same rounds, for
-// before/after figures; -before-rev REV builds it from the git revision
-// REV (git archive into a temporary directory). With -pprof DIR, lcd and
+// With -before BIN, the session parts, http-throughput and sse-unread
+// also measure the lcd binary BIN (of an earlier commit, say) in the same
+// rounds, for before/after figures; -before-rev REV builds it from the
+// git revision REV (git archive into a temporary directory). With -pprof DIR, lcd and
 // -before-rev's lcd are built with a pprof endpoint: one more file of
 // package main given to go build -overlay, which the source tree never
 // holds (pprof.go). With -perf DIR, each lcd and floor server the
@@ -115,13 +120,13 @@ var (
 	sessions = flag.Int("sessions", 10_000, "idle sessions for session-memory")
 	cycList  = flag.String("session-clients", "1,16,64", "comma-separated client counts of session-throughput")
 	httpList = flag.String("http-clients", "16", "comma-separated client counts of http-throughput")
-	before   = flag.String("before", "", "another lcd binary (say, of an earlier commit) to measure beside lcd in the session parts and sse-unread")
+	before   = flag.String("before", "", "another lcd binary (say, of an earlier commit) to measure beside lcd in the session parts, http-throughput and sse-unread")
 	beforeAt = flag.String("before-rev", "", "a git revision whose lcd is built (from git archive, in a temporary directory) and measured as -before's")
 	fanSubs  = flag.Int("subscribers", 1000, "event stream subscribers of sse-fanout")
 	fanCyc   = flag.Int("fanout-cyclers", 16, "session-protocol clients cycling in sse-fanout and sse-unread")
 	perfDir  = flag.String("perf", "", "a directory to record each lcd and floor into with perf record -g (lcd-N.data, floor-N.data)")
-	pprofDir = flag.String("pprof", "", "a directory for the CPU profiles of sse-unread; lcd (and -before-rev's) is built with a pprof endpoint for them")
-	pprofFor = flag.Duration("pprof-duration", 10*time.Second, "length of each profiled round of sse-unread")
+	pprofDir = flag.String("pprof", "", "a directory for the CPU profiles of session-throughput and sse-unread; lcd (and -before-rev's) is built with a pprof endpoint for them")
+	pprofFor = flag.Duration("pprof-duration", 10*time.Second, "length of each profiled round of session-throughput and sse-unread")
 
 	keepaliveWindow = flag.Duration("keepalive-window", 20*time.Second, "how long session-memory measures the CPU of keepalives")
 )
@@ -198,7 +203,7 @@ func main() {
 		sessionMemory(lcd, floor, *before)
 	}
 	if slices.Contains(parts, "http-throughput") {
-		httpThroughput(lcd, *redisBin)
+		httpThroughput(lcd, *redisBin, *before)
 	}
 	if slices.Contains(parts, "sse-fanout") {
 		sseFanout(lcd)

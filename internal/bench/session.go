@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -153,7 +154,8 @@ func sessionClients(addr string) func(i int) (func() error, func()) {
 // floor of the session protocol, in alternating rounds of one run; with
 // beforeBin, also beside that lcd, in the same rounds.
 func sessionThroughput(lcdBin, floorBin, redisBin, beforeBin string) {
-	lcd, floor := startLCD(lcdBin), startFloor(floorBin, "-session")
+	// lcd as it is run: with its defaults, the HTTP API on.
+	lcd, floor := startLCDWith(lcdBin, true), startFloor(floorBin, "-session")
 	defer lcd.stop()
 	defer floor.stop()
 	redis := startRedis(redisBin)
@@ -162,7 +164,7 @@ func sessionThroughput(lcdBin, floorBin, redisBin, beforeBin string) {
 	}
 	var before *server
 	if beforeBin != "" {
-		before = startLCD(beforeBin)
+		before = startLCDWith(beforeBin, true)
 		defer before.stop()
 	}
 	// Rows of the tables, printed once every client count has run.
@@ -185,12 +187,17 @@ func sessionThroughput(lcdBin, floorBin, redisBin, beforeBin string) {
 				br, bc = append(br, b.perSec), append(bc, us(b.cpuCycle))
 			}
 		}
+		if *pprofDir != "" {
+			profileCycles(lcd, "lcd", clients)
+			if before != nil {
+				profileCycles(before, "before", clients)
+			}
+		}
 		main = append(main, fmt.Sprintf("| %d | %.0f | %s | %.0f | %s | %.3f | %.1f | %s | %.1f | %s | %.3f |", clients,
 			median(fr), medianOr(rr, "%.0f"), median(lr), ratioOr(lr, rr, "%.3f"), median(ratios(lr, fr)),
 			median(fc), medianOr(rc, "%.1f"), median(lc), ratioOr(lc, rc, "%.3f"), median(ratios(lc, fc))))
 		if before != nil {
-			vsBefore = append(vsBefore, fmt.Sprintf("| %d | %.0f | %.0f | %.3f | %.1f | %.1f | %.3f |", clients,
-				median(br), median(lr), median(ratios(lr, br)), median(bc), median(lc), median(ratios(lc, bc))))
+			vsBefore = append(vsBefore, beforeRow(clients, br, lr, bc, lc))
 		}
 	}
 	fmt.Println("## Uncontended acquire+release on sessions, lcd beside Redis and the session floor")
@@ -200,12 +207,36 @@ func sessionThroughput(lcdBin, floorBin, redisBin, beforeBin string) {
 	fmt.Println(strings.Join(main, "\n"))
 	fmt.Println()
 	if before != nil {
-		fmt.Printf("## Uncontended acquire+release on sessions, lcd beside %s (same rounds)\n\n", beforeBin)
-		fmt.Println("| clients | before cycles/s | lcd cycles/s | lcd/before | before CPU µs/cycle | lcd CPU µs/cycle | lcd/before CPU |")
-		fmt.Println("|---:|---:|---:|---:|---:|---:|---:|")
-		fmt.Println(strings.Join(vsBefore, "\n"))
-		fmt.Println()
+		beforeTable("Uncontended acquire+release on sessions, lcd beside "+beforeBin, "", vsBefore)
 	}
+}
+
+// beforeRow is a row of beforeTable: the medians of the cycles/s and CPU
+// per cycle of before (b) and lcd (l), and of their ratios per round.
+func beforeRow(clients int, br, lr, bc, lc []float64) string {
+	return fmt.Sprintf("| %d | %.0f | %.0f | %.3f | %.1f | %.1f | %.3f |", clients,
+		median(br), median(lr), median(ratios(lr, br)), median(bc), median(lc), median(ratios(lc, bc)))
+}
+
+// beforeTable prints the rows of beforeRow under title; what names the
+// cycles ("HTTP ", or "").
+func beforeTable(title, what string, rows []string) {
+	fmt.Printf("## %s (same rounds)\n\n", title)
+	fmt.Printf("| clients | before %scycles/s | lcd %scycles/s | lcd/before | before CPU µs/cycle | lcd CPU µs/cycle | lcd/before CPU |\n", what, what)
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println(strings.Join(rows, "\n"))
+	fmt.Println()
+}
+
+// profileCycles drives clients cycling sessions on s for one more round,
+// -pprof-duration long, under a CPU profile written to -pprof's directory.
+func profileCycles(s *server, name string, clients int) {
+	file := filepath.Join(*pprofDir, fmt.Sprintf("session-%s-%d.pprof", name, clients))
+	wait := s.profile(*pprofFor, file)
+	time.Sleep(100 * time.Millisecond) // the profile has begun
+	r := driveFor(*pprofFor, s, clients, sessionClients(s.addr))
+	wait()
+	log.Printf("profile of %s at %d clients (%.0f cycles/s, %.1f µs CPU/cycle): %s", name, clients, r.perSec, us(r.cpuCycle), file)
 }
 
 // cycleClients are the client counts of session-throughput.
@@ -244,19 +275,36 @@ func sessionHotKey(lcdBin, floorBin, beforeBin string) {
 	fmt.Println()
 	fmt.Println("| server | sessions | cycles/s | min cycles per session | max cycles per session | handoff p50 µs | handoff p90 µs | handoff p99 µs |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
+	// The p50s of each round, by client count, for the ratios below.
+	var summary []string
 	for _, clients := range hotClients {
-		floor := startFloor(floorBin, "-session", "-queue")
-		sessionHotKeyRound(floor, "floor", clients)
-		floor.stop()
-		for _, bin := range []string{lcdBin, beforeBin} {
-			if bin == "" {
-				continue
+		var fp, lp, bp []float64
+		for range *rounds {
+			floor := startFloor(floorBin, "-session", "-queue")
+			fp = append(fp, sessionHotKeyRound(floor, "floor", clients))
+			floor.stop()
+			for _, bin := range []string{lcdBin, beforeBin} {
+				if bin == "" {
+					continue
+				}
+				lcd := startLCDWith(bin, true)
+				p50 := sessionHotKeyRound(lcd, label(bin, beforeBin), clients)
+				lcd.stop()
+				if bin == beforeBin {
+					bp = append(bp, p50)
+				} else {
+					lp = append(lp, p50)
+				}
 			}
-			lcd := startLCD(bin)
-			sessionHotKeyRound(lcd, label(bin, beforeBin), clients)
-			lcd.stop()
 		}
+		summary = append(summary, fmt.Sprintf("| %d | %.0f | %.0f | %.3f | %s | %s |", clients, median(fp), median(lp),
+			median(ratios(lp, fp)), medianOr(bp, "%.0f"), ratioOr(bp, fp, "%.3f")))
 	}
+	fmt.Println()
+	fmt.Printf("Handoff p50, medians of %d rounds (ratios taken per round):\n\n", *rounds)
+	fmt.Println("| sessions | floor p50 µs | lcd p50 µs | lcd/floor | before p50 µs | before/floor |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|")
+	fmt.Println(strings.Join(summary, "\n"))
 	fmt.Println()
 }
 
@@ -296,12 +344,13 @@ func (h *handoffs) releasedAt(g int64) int64 {
 	return slot.at.Load()
 }
 
-// sessionHotKeyRound runs clients sessions on one key for one round. Each
+// sessionHotKeyRound runs clients sessions on one key for one round,
+// prints its row and returns its handoff p50. Each
 // holder writes its next ACQUIRE and its RELEASE in one write, in that
 // order: the acquire (of the session's other owner) queues behind the
 // session's own lock, so the session is never absent from the queue and
 // strict FIFO gives every session the same number of cycles, within one.
-func sessionHotKeyRound(lcd *server, name string, clients int) {
+func sessionHotKeyRound(lcd *server, name string, clients int) (p50 float64) {
 	key := "hot/" + strconv.Itoa(clients)
 	starter, err := dialSession(lcd.addr, "starter", 512)
 	if err != nil {
@@ -364,6 +413,7 @@ func sessionHotKeyRound(lcd *server, name string, clients int) {
 	slices.Sort(all)
 	fmt.Printf("| %s | %d | %.0f | %d | %d | %.0f | %.0f | %.0f |\n", name, clients, float64(sum(counts))/elapsed.Seconds(),
 		slices.Min(counts), slices.Max(counts), percentile(all, 0.5), percentile(all, 0.9), percentile(all, 0.99))
+	return percentile(all, 0.5)
 }
 
 // hotSession is one session of a hot-key round, its first ACQUIRE parked
@@ -530,7 +580,7 @@ func idleSessions(s *server, name string) ([]*sessionConn, memPoint, string) {
 // request on each of them, then 100 sessions with 100 parked requests
 // each, in a fresh lcd. It returns the row of the keepalives' CPU.
 func lcdMemory(bin, name string) string {
-	lcd := startLCD(bin)
+	lcd := startLCDWith(bin, true)
 	conns, settled, keep := idleSessions(lcd, name)
 	// Each session parks one acquire on one of 100 keys a holder keeps.
 	const keys = 100
@@ -559,7 +609,7 @@ func lcdMemory(bin, name string) string {
 	// one client process would (a session's node in the wait-for graph is
 	// the session and owner: one owner waiting in two queues could close
 	// a cycle with another session, and is refused deadlock).
-	lcd = startLCD(bin)
+	lcd = startLCDWith(bin, true)
 	defer lcd.stop()
 	holder = holdKeys(lcd.addr, keys)
 	var pings atomic.Int64
