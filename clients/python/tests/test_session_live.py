@@ -53,6 +53,26 @@ class Single(unittest.TestCase):
     def queue(self, key: str) -> int:
         return self.session().describe(key).queue
 
+    def test_timeout_zero_is_a_try(self) -> None:
+        s, k = self.session(), self.key()
+        a = s.acquire(k, timeout=0)  # free: taken
+        other = self.session()
+        with self.assertRaises(lc.LockTimeoutError):
+            other.acquire(k, timeout=0)  # held: the timeout, at once
+        self.assertEqual(self.queue(k), 0)
+        a.release()
+
+    def test_timeout_zero_is_a_try_asyncio(self) -> None:
+        async def run() -> None:
+            k = self.key()
+            async with lc.AsyncSession(self.lcd.address) as s, lc.AsyncSession(self.lcd.address) as other:
+                a = await s.acquire(k, timeout=0)
+                with self.assertRaises(lc.LockTimeoutError):
+                    await other.acquire(k, timeout=0)
+                await a.release()
+
+        asyncio.run(run())
+
     def test_acquire_release_and_tokens(self) -> None:
         s, k = self.session(name="python-t"), self.key()
         a = s.acquire(k)

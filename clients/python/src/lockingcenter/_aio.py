@@ -236,6 +236,12 @@ class AsyncSession(SessionBase):
         """As Session.acquire; cancelling the task gives the wait up too."""
         if wait is not None and wait <= 0:
             raise InvalidOptionError("wait must be above 0 seconds; try_lock tries once")
+        if timeout is not None and timeout <= 0:
+            # No time to wait: a try, and a held key is the timeout.
+            got = await self.try_lock(key, **options)
+            if got is None:
+                raise LockTimeoutError(f"acquire {key!r}: the key is held, and a timeout of {timeout} s waits for nothing")
+            return got
         return await self._acquire(self._options(key, wait, options), timeout, LockTimeoutError)  # type: ignore[no-any-return]
 
     async def try_lock(self, key: BytesLike, **options: Unpack[LockOptions]) -> AsyncLock | None:
