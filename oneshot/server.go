@@ -206,28 +206,29 @@ func (s *Server) open(c net.Conn) (work func() bool, keep bool) {
 	if tc, ok := c.(*tls.Conn); ok {
 		return func() bool { return s.handshake(tc) }, false
 	}
-	var buf [maxRequestLen + 1]byte
-	n, err := readNow(c, buf[:])
+	r, err := readNow(c, maxRequestLen+1)
+	defer r.free()
 	if err != nil {
 		return nil, false // gone already
 	}
-	if h := s.handoff; h != nil && n > 0 && buf[0] == h.First {
-		got := append([]byte(nil), buf[:n]...)
+	buf := r.got()
+	if h := s.handoff; h != nil && len(buf) > 0 && buf[0] == h.First {
+		got := append([]byte(nil), buf...)
 		return func() bool { return h.Serve(c, got, s.srv.Finish) }, false
 	}
 	if s.node.Replicated() {
-		got := append([]byte(nil), buf[:n]...)
+		got := append([]byte(nil), buf...)
 		return func() bool { return s.replicated(c, got) }, false
 	}
-	req, used, derr := DecodeRequest(buf[:n])
+	req, used, derr := DecodeRequest(buf)
 	switch {
-	case derr == nil && used == n:
+	case derr == nil && used == len(buf):
 		return s.serve(c, req, false)
 	case derr == nil || !errors.Is(derr, errIncomplete):
 		writeAnswer(c, answerFailedBytes)
 		return nil, false
 	}
-	got := string(buf[:n])
+	got := string(buf)
 	return func() bool { return s.handle(c, got, time.Now().Add(s.timeout)) }, false
 }
 
@@ -402,9 +403,9 @@ func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool
 // handoff's OverLimit for its protocol.
 func (s *Server) refuseConn(c net.Conn) {
 	defer s.node.Refused(mutex.RefusedConnections) // once answered
-	var b [1]byte
-	n, _ := readNow(c, b[:])
-	if h := s.handoff; h != nil && n == 1 && b[0] == h.First {
+	r, _ := readNow(c, 1)
+	defer r.free()
+	if h := s.handoff; h != nil && len(r.got()) == 1 && r.got()[0] == h.First {
 		if h.OverLimit != nil {
 			c.Write(h.OverLimit)
 		}
