@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,6 +144,7 @@ type Server struct {
 	v1Allowed  func(net.IP) bool
 	rates      *ratelimit.Rates
 	parkHook   func(*waiter, bool) // ServerConfig.parkHook
+	spare      sync.Pool           // of *waiter, see newWaiter
 }
 
 // NewServer returns a server for n. It serves nothing until Serve.
@@ -335,9 +337,12 @@ func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool
 	}
 	switch req.Action {
 	case ActionLock:
-		w := &waiter{s: s, c: c, done: make(chan struct{})}
+		w := s.newWaiter(c)
 		cmd := s.acquire(c, req)
-		res, p := s.node.ApplyWatched(cmd, w.wake, w.gone)
+		res, p := s.node.ApplyWatched(cmd, w.wakeFn, w.goneFn)
+		if res.Status != mutex.StatusParked {
+			s.spareWaiter(w)
+		}
 		switch res.Status {
 		case mutex.StatusGranted:
 			return s.grant(c, grant{key: req.Key, token: res.Token, remote: cmd.RemoteAddr}, p)
@@ -475,8 +480,9 @@ func (s *Server) answerRelease(c net.Conn, p mutex.Pending) {
 func (s *Server) acquire(c net.Conn, req Request) mutex.Command {
 	remote := c.RemoteAddr().String()
 	account := remote
-	if ip := peerIP(c); ip != nil {
-		account = ip.String()
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		// The peer's IP address, as in remote (without an IPv6 zone).
+		account, _, _ = strings.Cut(host, "%")
 	}
 	source := req.Source
 	if source == "" {
@@ -505,12 +511,39 @@ type waiter struct {
 	ticket uint64
 	done   chan struct{} // closed by wake
 	left   atomic.Bool   // a read of c met its end: the client left
+	wakeFn mutex.Waker   // w.wake, bound once
+	goneFn func() bool   // w.gone, bound once
 
 	mu   sync.Mutex
 	plus int           // plusUnsent, plusWritten, plusFailed or plusWaiter
 	ev   mutex.Event   // set by wake
 	p    mutex.Pending // set by wake
 	woke bool
+}
+
+// newWaiter returns the waiter of a lock request on c, one that an
+// earlier request did not park with when there is one (spareWaiter), so
+// that a lock granted at once allocates none.
+func (s *Server) newWaiter(c net.Conn) *waiter {
+	w, _ := s.spare.Get().(*waiter)
+	if w == nil {
+		w = &waiter{s: s, done: make(chan struct{})}
+		w.wakeFn, w.goneFn = w.wake, w.gone
+	}
+	w.c = c
+	return w
+}
+
+// spareWaiter keeps w, whose request did not park, for the next lock
+// request. A single node keeps a request's waker and probe only when it
+// parks, so w is as new; a node of a cluster may still call those of a
+// proposal whose wait failed, so its waiters are never kept.
+func (s *Server) spareWaiter(w *waiter) {
+	if s.node.Replicated() {
+		return
+	}
+	w.c = nil
+	s.spare.Put(w)
 }
 
 // wake runs in the goroutine that granted or withdrew the request, once
