@@ -47,7 +47,7 @@ bench:
 	$(GO) run ./internal/bench
 
 bench-v1:
-	$(GO) run ./internal/bench -only throughput,hotkey,memory
+	$(GO) run ./internal/bench -only throughput,hotkey,memory,timewait
 
 bench-session:
 	$(GO) run ./internal/bench -only session-throughput,session-hotkey,session-memory

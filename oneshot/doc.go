@@ -48,18 +48,31 @@
 // enters the table when its worker has read it whole, which can be a few
 // microseconds after a request that arrived whole just after it.
 //
+// # Who closes first
+//
+// Every answer leaves with the end of our side of the connection, in one
+// segment (serve.WriteLast: on Linux the answer is sent with MSG_MORE and
+// the half-close that follows at once adds the FIN to it; under TLS the
+// socket is corked for the answer's record and the close_notify, which
+// only a grant goes without). A client reads its answer
+// and closes, and by then our end has arrived: its close is the second,
+// and the TIME_WAIT that TCP keeps for a minute on the side that closes
+// first stays on the server's host, one per connection, behind the
+// listening port, instead of taking an ephemeral port of the client's
+// host each time. The bytes are those of a close right after the answer.
+//
 // A grant is delivered by writing '+' and ending our side of the
-// connection (as a close would). The connection then stays open, with no
-// goroutine on it, until the client ends its side; every 10 ms a timer
-// reads the TCP state of these connections without waiting. A clean end
-// keeps the grant; a reset means the '+' was never read, and the grant is
-// revoked. An unlock of the key closes its pending connection at once.
-// When a parked request is granted, the goroutine that released the key
-// writes the '+' itself, so the handoff waits for no other goroutine; the
-// waiter's goroutine, woken from its read, ends the connection and leaves
-// it to the timer. (Its reads must stop first: a read that meets the
-// client's reset takes the socket error, and then answers for the grant
-// itself.)
+// connection that way. The connection then stays open, with no goroutine
+// on it, until the client ends its side; every 10 ms a timer reads the
+// TCP state of these connections without waiting. A clean end keeps the
+// grant; a reset means the '+' was never read, and the grant is revoked.
+// An unlock of the key closes its pending connection at once. When a
+// parked request is granted, the goroutine that released the key writes
+// the '+' and ends our side itself, so the handoff waits for no other
+// goroutine; the waiter's goroutine, woken from its read, leaves the
+// connection to the timer. (Its reads must stop first: a read that meets
+// the client's reset takes the socket error, and then answers for the
+// grant itself.)
 //
 // # TLS
 //

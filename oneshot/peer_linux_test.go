@@ -1,11 +1,8 @@
 package oneshot
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,25 +38,14 @@ func TestParkedConnectionKeepAlive(t *testing.T) {
 // keep-alive timer, from the "tr" column of /proc/net/tcp (2: keep-alive).
 func keepAliveTimer(t *testing.T, c net.Conn) bool {
 	t.Helper()
-	local := c.RemoteAddr().(*net.TCPAddr) // the server's end
-	remote := c.LocalAddr().(*net.TCPAddr) // the client's end
-	want := fmt.Sprintf(":%04X %s:%04X ", local.Port, "0100007F", remote.Port)
-	f, err := os.Open("/proc/net/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.Contains(line, want) {
-			continue
+	local := c.RemoteAddr().(*net.TCPAddr).Port // the server's end
+	remote := c.LocalAddr().(*net.TCPAddr).Port // the client's end
+	for _, s := range tcpSockets(t) {
+		if s.local == local && s.remote == remote {
+			return strings.HasPrefix(s.timer, "02:")
 		}
-		// sl local rem st tx:rx tr:when ...
-		fields := strings.Fields(line)
-		return strings.HasPrefix(fields[5], "02:")
 	}
-	t.Fatalf("no socket %s in /proc/net/tcp", want)
+	t.Fatalf("no socket %d->%d in /proc/net/tcp", local, remote)
 	return false
 }
 

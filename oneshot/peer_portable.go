@@ -15,8 +15,9 @@ import (
 // or had closed before it arrived. Where a socket cannot be read without
 // waiting, every grant is settled and received at once.
 func peerAnswer(c net.Conn) (settled, received bool) {
-	var b [1]byte
-	n, err := readNow(c, b[:])
+	r, err := readNow(c, 1)
+	n := len(r.got())
+	r.free()
 	switch {
 	case errors.Is(err, io.EOF):
 		return true, !resetPending(c)

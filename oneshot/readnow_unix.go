@@ -13,31 +13,42 @@ import (
 // readsNow tells that readNow can read a socket without waiting here.
 const readsNow = true
 
-// readNow reads into b what has already arrived on c, without waiting: 0
-// and no error when nothing has. Errors: io.EOF when the peer has closed,
-// or the read's error.
-func readNow(c net.Conn, b []byte) (int, error) {
+// readNow reads what has already arrived on c, at most max bytes (and at
+// most maxRequestLen+1), without waiting, into a buffer of the pool:
+// r.got() is what it read, nothing when nothing has arrived. The caller
+// gives r back (r.free) once it no longer uses those bytes. Errors: io.EOF
+// when the peer has closed, or the read's error.
+func readNow(c net.Conn, max int) (r *nowRead, err error) {
+	r = nowReads.Get().(*nowRead)
 	rc, ok := rawConn(c)
 	if !ok {
-		return 0, nil
+		return r, nil
 	}
-	var n int
-	var rerr error
-	err := rc.Read(func(fd uintptr) bool {
-		n, rerr = syscall.Read(int(fd), b)
-		return true
-	})
+	if r.fn == nil {
+		r.fn = r.read
+	}
+	r.b = r.buf[:min(max, len(r.buf))]
+	if err := rc.Read(r.fn); err != nil {
+		return r, err
+	}
 	switch {
-	case err != nil:
-		return 0, err
-	case rerr == syscall.EAGAIN || rerr == syscall.EINTR:
-		return 0, nil
-	case rerr != nil:
-		return 0, rerr
-	case n == 0 && len(b) > 0:
-		return 0, io.EOF
+	case r.err == syscall.EAGAIN || r.err == syscall.EINTR:
+		return r, nil
+	case r.err != nil:
+		return r, r.err
+	case r.n == 0 && len(r.b) > 0:
+		return r, io.EOF
 	}
-	return n, nil
+	return r, nil
+}
+
+// read is the descriptor's read of readNow: it never waits.
+func (r *nowRead) read(fd uintptr) bool {
+	r.n, r.err = syscall.Read(int(fd), r.b)
+	if r.n < 0 {
+		r.n = 0
+	}
+	return true
 }
 
 // rawConn returns the descriptor access of a socket connection, under its

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,6 +144,7 @@ type Server struct {
 	v1Allowed  func(net.IP) bool
 	rates      *ratelimit.Rates
 	parkHook   func(*waiter, bool) // ServerConfig.parkHook
+	spare      sync.Pool           // of *waiter, see newWaiter
 }
 
 // NewServer returns a server for n. It serves nothing until Serve.
@@ -206,28 +208,29 @@ func (s *Server) open(c net.Conn) (work func() bool, keep bool) {
 	if tc, ok := c.(*tls.Conn); ok {
 		return func() bool { return s.handshake(tc) }, false
 	}
-	var buf [maxRequestLen + 1]byte
-	n, err := readNow(c, buf[:])
+	r, err := readNow(c, maxRequestLen+1)
+	defer r.free()
 	if err != nil {
 		return nil, false // gone already
 	}
-	if h := s.handoff; h != nil && n > 0 && buf[0] == h.First {
-		got := append([]byte(nil), buf[:n]...)
+	buf := r.got()
+	if h := s.handoff; h != nil && len(buf) > 0 && buf[0] == h.First {
+		got := append([]byte(nil), buf...)
 		return func() bool { return h.Serve(c, got, s.srv.Finish) }, false
 	}
 	if s.node.Replicated() {
-		got := append([]byte(nil), buf[:n]...)
+		got := append([]byte(nil), buf...)
 		return func() bool { return s.replicated(c, got) }, false
 	}
-	req, used, derr := DecodeRequest(buf[:n])
+	req, used, derr := DecodeRequest(buf)
 	switch {
-	case derr == nil && used == n:
+	case derr == nil && used == len(buf):
 		return s.serve(c, req, false)
 	case derr == nil || !errors.Is(derr, errIncomplete):
-		c.Write(answerFailedBytes)
+		writeAnswer(c, answerFailedBytes)
 		return nil, false
 	}
-	got := string(buf[:n])
+	got := string(buf)
 	return func() bool { return s.handle(c, got, time.Now().Add(s.timeout)) }, false
 }
 
@@ -304,7 +307,7 @@ func (s *Server) handle(c net.Conn, got string, deadline time.Time) bool {
 	req, err := readRequest(c, got)
 	if err != nil {
 		if errors.Is(err, ErrMalformed) {
-			c.Write(answerFailedBytes)
+			writeAnswer(c, answerFailedBytes)
 		}
 		return false
 	}
@@ -321,22 +324,25 @@ func (s *Server) handle(c net.Conn, got string, deadline time.Time) bool {
 // has a read deadline set.
 func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool, keep bool) {
 	if (s.v1Allowed != nil || s.rates != nil) && !s.admit(c) {
-		c.Write(answerFailedBytes)
+		writeAnswer(c, answerFailedBytes)
 		return nil, false
 	}
 	if s.fromCert && (req.Action == ActionLock || req.Action == ActionTryLock) {
 		name, ok := tlsconf.PeerName(c)
 		if !ok {
-			c.Write(answerFailedBytes)
+			writeAnswer(c, answerFailedBytes)
 			return nil, false
 		}
 		req.Source = name
 	}
 	switch req.Action {
 	case ActionLock:
-		w := &waiter{s: s, c: c, done: make(chan struct{})}
+		w := s.newWaiter(c)
 		cmd := s.acquire(c, req)
-		res, p := s.node.ApplyWatched(cmd, w.wake, w.gone)
+		res, p := s.node.ApplyWatched(cmd, w.wakeFn, w.goneFn)
+		if res.Status != mutex.StatusParked {
+			s.spareWaiter(w)
+		}
 		switch res.Status {
 		case mutex.StatusGranted:
 			return s.grant(c, grant{key: req.Key, token: res.Token, remote: cmd.RemoteAddr}, p)
@@ -347,7 +353,7 @@ func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool
 		case mutex.StatusUnavailable:
 			return nil, false // unanswered: the client asks again
 		}
-		c.Write(answerFailedBytes) // a limit mismatch: the key is a semaphore of sessions
+		writeAnswer(c, answerFailedBytes) // a limit mismatch: the key is a semaphore of sessions
 		return nil, false
 	case ActionTryLock:
 		cmd := s.acquire(c, req)
@@ -357,10 +363,10 @@ func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool
 		case mutex.StatusGranted:
 			return s.grant(c, grant{key: req.Key, token: res.Token, remote: cmd.RemoteAddr}, p)
 		case mutex.StatusBusy:
-			c.Write(answerBusyBytes)
+			writeAnswer(c, answerBusyBytes)
 		case mutex.StatusUnavailable:
 		default:
-			c.Write(answerFailedBytes)
+			writeAnswer(c, answerFailedBytes)
 		}
 		return nil, false
 	case ActionUnlock:
@@ -373,7 +379,7 @@ func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool
 			// after this unlock was received holds it (a late unlock,
 			// say one a paused leader of a cluster committed): not this
 			// unlock's to end.
-			c.Write(answerFailedBytes)
+			writeAnswer(c, answerFailedBytes)
 			return nil, false
 		}
 		// The ended grant's client need no longer be heard from.
@@ -402,15 +408,15 @@ func (s *Server) serve(c net.Conn, req Request, deadline bool) (work func() bool
 // handoff's OverLimit for its protocol.
 func (s *Server) refuseConn(c net.Conn) {
 	defer s.node.Refused(mutex.RefusedConnections) // once answered
-	var b [1]byte
-	n, _ := readNow(c, b[:])
-	if h := s.handoff; h != nil && n == 1 && b[0] == h.First {
+	r, _ := readNow(c, 1)
+	defer r.free()
+	if h := s.handoff; h != nil && len(r.got()) == 1 && r.got()[0] == h.First {
 		if h.OverLimit != nil {
 			c.Write(h.OverLimit)
 		}
 		return
 	}
-	c.Write(answerFailedBytes)
+	writeAnswer(c, answerFailedBytes)
 }
 
 // admit reports whether a v1 request on c may be served: its network is
@@ -440,7 +446,7 @@ func peerIP(c net.Conn) net.IP {
 // otherwise returns the work that waits for it.
 func (s *Server) answerReleaseNow(c net.Conn, p mutex.Pending) (work func() bool, keep bool) {
 	if p == nil {
-		c.Write(answerOKBytes)
+		writeAnswer(c, answerOKBytes)
 		return nil, false
 	}
 	return func() bool {
@@ -464,7 +470,7 @@ func (s *Server) answerRelease(c net.Conn, p mutex.Pending) {
 	if err := mutex.WaitPending(p); err != nil {
 		s.log.Warn("release not durable", slog.Any(logError, err))
 	}
-	c.Write(answerOKBytes)
+	writeAnswer(c, answerOKBytes)
 }
 
 // acquire builds the table's command for req on c: the source defaults to
@@ -474,8 +480,9 @@ func (s *Server) answerRelease(c net.Conn, p mutex.Pending) {
 func (s *Server) acquire(c net.Conn, req Request) mutex.Command {
 	remote := c.RemoteAddr().String()
 	account := remote
-	if ip := peerIP(c); ip != nil {
-		account = ip.String()
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		// The peer's IP address, as in remote (without an IPv6 zone).
+		account, _, _ = strings.Cut(host, "%")
 	}
 	source := req.Source
 	if source == "" {
@@ -504,6 +511,8 @@ type waiter struct {
 	ticket uint64
 	done   chan struct{} // closed by wake
 	left   atomic.Bool   // a read of c met its end: the client left
+	wakeFn mutex.Waker   // w.wake, bound once
+	goneFn func() bool   // w.gone, bound once
 
 	mu   sync.Mutex
 	plus int           // plusUnsent, plusWritten, plusFailed or plusWaiter
@@ -512,13 +521,39 @@ type waiter struct {
 	woke bool
 }
 
+// newWaiter returns the waiter of a lock request on c, one that an
+// earlier request did not park with when there is one (spareWaiter), so
+// that a lock granted at once allocates none.
+func (s *Server) newWaiter(c net.Conn) *waiter {
+	w, _ := s.spare.Get().(*waiter)
+	if w == nil {
+		w = &waiter{s: s, done: make(chan struct{})}
+		w.wakeFn, w.goneFn = w.wake, w.gone
+	}
+	w.c = c
+	return w
+}
+
+// spareWaiter keeps w, whose request did not park, for the next lock
+// request. A single node keeps a request's waker and probe only when it
+// parks, so w is as new; a node of a cluster may still call those of a
+// proposal whose wait failed, so its waiters are never kept.
+func (s *Server) spareWaiter(w *waiter) {
+	if s.node.Replicated() {
+		return
+	}
+	w.c = nil
+	s.spare.Put(w)
+}
+
 // wake runs in the goroutine that granted or withdrew the request, once
 // the node's lock is free. A grant that needs no journal wait gets its
-// '+' written right there: the next holder learns of its grant without
-// waiting for its own goroutine to be scheduled. Then the waiter's
-// goroutine is woken from its read; it ends the connection (see await)
-// once it no longer reads, so that its reads cannot take the socket
-// error that tells the deliveries a '+' went unread.
+// '+' written right there, and our side of the connection ended with it
+// (writeGrant): the next holder learns of its grant without waiting for
+// its own goroutine to be scheduled. Then the waiter's goroutine is woken
+// from its read, and leaves the connection to the deliveries (see await)
+// once it no longer reads; a read that took the client's reset first
+// answers for the grant itself (see park).
 func (w *waiter) wake(ev mutex.Event, p mutex.Pending) {
 	w.mu.Lock()
 	w.ev, w.p, w.woke = ev, p, true
@@ -609,7 +644,7 @@ func (s *Server) park(w *waiter, deadline bool) bool {
 					s.node.Revoke(w.g.key, ev.Token)
 				}
 			} else if rerr == nil {
-				c.Write(answerFailedBytes)
+				writeAnswer(c, answerFailedBytes)
 			}
 			s.log.Debug("parked request withdrawn", slog.String(logRemote, w.g.remote), slog.Any(logError, rerr))
 			return false
@@ -619,7 +654,7 @@ func (s *Server) park(w *waiter, deadline bool) bool {
 			case mutex.ReasonRestart: // the node stopped leading: unanswered
 			case mutex.ReasonCancelled: // its client left (gone): unanswered, as after its end of stream
 			default:
-				c.Write(answerFailedBytes) // withdrawn by a reset of its source
+				writeAnswer(c, answerFailedBytes) // withdrawn by a reset of its source
 			}
 			return false
 		}
@@ -643,7 +678,7 @@ func (s *Server) park(w *waiter, deadline bool) bool {
 func (s *Server) deliver(c net.Conn, g grant, p mutex.Pending) bool {
 	if err := mutex.WaitPending(p); err != nil {
 		s.node.Revoke(g.key, g.token)
-		c.Write(answerFailedBytes)
+		writeAnswer(c, answerFailedBytes)
 		s.log.Warn("grant not durable, released", slog.Any(logError, err))
 		return false
 	}
@@ -654,15 +689,16 @@ func (s *Server) deliver(c net.Conn, g grant, p mutex.Pending) bool {
 	return s.await(c, g)
 }
 
-// await ends our side of c after its grant's '+', as closing would, and
-// leaves c with the deliveries, to learn whether the '+' reached the
-// client's program. A client that gave up in the same instant (its
+// await leaves c, whose grant's '+' was written and our side ended with
+// it (writeGrant), with the deliveries, to learn whether the '+' reached
+// the client's program. A client that gave up in the same instant (its
 // deadline fired, its context was cancelled) closes with the '+' unread or
 // before it arrived; the grant is then undone and the key passes on,
-// instead of staying with a client that believes it failed. It reports
-// whether c stays open.
+// instead of staying with a client that believes it failed. A connection
+// that cannot be half-closed (no socket beneath) cannot tell: it is
+// closed. It reports whether c stays open.
 func (s *Server) await(c net.Conn, g grant) bool {
-	if !serve.CloseWrite(c) {
+	if !serve.HalfCloses(c) {
 		return false
 	}
 	s.deliveries.add(c, g)
@@ -691,11 +727,19 @@ func readFailed(err error) bool {
 	return err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed)
 }
 
-// writeGrant writes a grant's '+' to c and reports whether it was written.
-func writeGrant(c net.Conn) bool {
-	_, err := c.Write(answerOKBytes)
-	return err == nil
-}
+// writeAnswer writes the answer a to c, a connection the server closes
+// next, and ends our side of c with it (serve.WriteLast): the answer and
+// our end reach the client together, so the client, which reads its
+// answer and closes, closes second, and the connection's TIME_WAIT stays
+// on the server's host. Under TLS the close_notify of a close follows the
+// answer.
+func writeAnswer(c net.Conn, a []byte) { serve.WriteLast(c, a, true) }
+
+// writeGrant writes a grant's '+' to c and ends our side of c with it, as
+// writeAnswer does, and reports whether the '+' was written. Under TLS no
+// close_notify follows: a client that reads one byte would leave it
+// unread, and its close would then look like a '+' never received.
+func writeGrant(c net.Conn) bool { return serve.WriteLast(c, answerOKBytes, false) == nil }
 
 // readRequest reads one whole request from c, after the bytes got that
 // have already arrived. Errors: ErrMalformed for bytes the protocol does

@@ -10,9 +10,11 @@
 // v1, one request per connection:
 //
 //   - throughput: uncontended lock+unlock cycles (each client its own key)
-//     at 1, 16 and 64 clients, against lcd and against the floor in
-//     alternating rounds; cycles/s and server CPU per cycle, read from
-//     /proc/PID/stat, and their ratios to the floor.
+//     at 1, 16 and 64 clients (-v1-clients), against the floor and lcd
+//     with its defaults (the HTTP API on) and with HTTP_ADDRESS="" (and
+//     the same two of -before's lcd), in interleaved rounds; cycles/s and
+//     server CPU per cycle, read from /proc/PID/stat, and their ratios to
+//     the floor and to -before's.
 //   - hotkey: 16 and 64 clients on one key, all queued before the first
 //     grant, sending their next request after or before their unlock;
 //     cycles per client (strict FIFO gives every client the same count,
@@ -21,6 +23,13 @@
 //     connection) to the next waiter's '+'.
 //   - memory: RSS of lcd per held key with 1,000,000 held keys, and per
 //     parked waiter with 10,000 waiters, from /proc/PID/status.
+//   - timewait: who closes first, by the TIME_WAIT sockets left on the
+//     client's side and on the server's, for each kind of answer (a grant
+//     at once, a grant after a wait, an unlock, a busy try-lock, a '-'),
+//     and after 100,000 lock+unlock cycles (-timewait-cycles) from one
+//     client (-timewait-clients), for lcd and -before's lcd; read from
+//     /proc/net/tcp, the client's side being the sockets whose local port
+//     is not the server's.
 //
 // The parts of the session protocol, one session per connection, lcd
 // with its defaults (the HTTP API on):
@@ -72,15 +81,15 @@
 //     -pprof-duration long, under a CPU profile written to DIR, and the
 //     hub's share of lcd's CPU in it (go tool pprof -focus).
 //
-// With -before BIN, the session parts, http-throughput and sse-unread
-// also measure the lcd binary BIN (of an earlier commit, say) in the same
-// rounds, for before/after figures; -before-rev REV builds it from the
-// git revision REV (git archive into a temporary directory). With -pprof DIR, lcd and
-// -before-rev's lcd are built with a pprof endpoint: one more file of
-// package main given to go build -overlay, which the source tree never
-// holds (pprof.go). With -perf DIR, each lcd and floor server the
-// benchmark starts is recorded by perf (perf record -g) into DIR, for
-// perf report.
+// With -before BIN, throughput, timewait, the session parts,
+// http-throughput and sse-unread also measure the lcd binary BIN (of an
+// earlier commit, say) in the same rounds, for before/after figures;
+// -before-rev REV builds it from the git revision REV (git archive into a
+// temporary directory). With -pprof DIR, lcd and -before-rev's lcd are
+// built with a pprof endpoint: one more file of package main given to go
+// build -overlay, which the source tree never holds (pprof.go). With
+// -perf DIR, each lcd and floor server the benchmark starts is recorded
+// by perf (perf record -g) into DIR, for perf report.
 //
 // Linux only (it reads /proc).
 package main
@@ -120,8 +129,9 @@ var (
 	sessions = flag.Int("sessions", 10_000, "idle sessions for session-memory")
 	cycList  = flag.String("session-clients", "1,16,64", "comma-separated client counts of session-throughput")
 	httpList = flag.String("http-clients", "16", "comma-separated client counts of http-throughput")
-	before   = flag.String("before", "", "another lcd binary (say, of an earlier commit) to measure beside lcd in the session parts, http-throughput and sse-unread")
+	before   = flag.String("before", "", "another lcd binary (say, of an earlier commit) to measure beside lcd in throughput, timewait, the session parts, http-throughput and sse-unread")
 	beforeAt = flag.String("before-rev", "", "a git revision whose lcd is built (from git archive, in a temporary directory) and measured as -before's")
+	v1List   = flag.String("v1-clients", "1,16,64", "comma-separated client counts of throughput")
 	fanSubs  = flag.Int("subscribers", 1000, "event stream subscribers of sse-fanout")
 	fanCyc   = flag.Int("fanout-cyclers", 16, "session-protocol clients cycling in sse-fanout and sse-unread")
 	perfDir  = flag.String("perf", "", "a directory to record each lcd and floor into with perf record -g (lcd-N.data, floor-N.data)")
@@ -132,7 +142,7 @@ var (
 )
 
 // allParts are the parts of the benchmark, in the order they run.
-var allParts = []string{"throughput", "hotkey", "memory", "session-throughput", "session-hotkey", "session-memory", "http-throughput", "sse-fanout", "sse-unread"}
+var allParts = []string{"throughput", "hotkey", "memory", "timewait", "session-throughput", "session-hotkey", "session-memory", "http-throughput", "sse-fanout", "sse-unread"}
 
 // lcdLogLevel is the LOG_LEVEL of the lcd under measurement.
 var lcdLogLevel = "warn"
@@ -174,6 +184,8 @@ func main() {
 	}
 	proc.Build("", floor, "./internal/bench/floor")
 
+	v1Clients = counts("v1-clients", *v1List, 1)
+	twClients = counts("timewait-clients", *twList, 1)
 	hotClients = counts("hot-clients", *hotList, 2)
 	cycleClients = counts("session-clients", *cycList, 1)
 	httpClientCounts = counts("http-clients", *httpList, 1)
@@ -183,15 +195,21 @@ func main() {
 			log.Fatalf("-only: no part %q; the parts are %s", p, strings.Join(allParts, ","))
 		}
 	}
-	fmt.Printf("# Benchmark run %s, %d CPUs, round %v x %d\n\n", time.Now().UTC().Format(time.RFC3339), numCPU(), *duration, *rounds)
+	fmt.Printf("# Benchmark run %s, %d CPUs, round %v x %d, load average %s\n\n", time.Now().UTC().Format(time.RFC3339), numCPU(), *duration, *rounds, loadAverage())
+	defer func() {
+		fmt.Printf("Run ended %s, load average %s\n", time.Now().UTC().Format(time.RFC3339), loadAverage())
+	}()
 	if slices.Contains(parts, "throughput") {
-		throughput(lcd, floor)
+		throughput(lcd, floor, *before)
 	}
 	if slices.Contains(parts, "hotkey") {
 		hotKey(lcd)
 	}
 	if slices.Contains(parts, "memory") {
 		memory(lcd)
+	}
+	if slices.Contains(parts, "timewait") {
+		timeWait(lcd, *before)
 	}
 	if slices.Contains(parts, "session-throughput") {
 		sessionThroughput(lcd, floor, *redisBin, *before)
@@ -230,6 +248,17 @@ func counts(name, list string, least int) []int {
 func numCPU() int {
 	b, _ := os.ReadFile("/proc/cpuinfo")
 	return strings.Count(string(b), "processor\t:")
+}
+
+// loadAverage returns the system's load averages over 1, 5 and 15
+// minutes, from /proc/loadavg.
+func loadAverage() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // server is a process under measurement.
@@ -297,7 +326,7 @@ func (s *server) record(dir string) {
 // startFloor runs the floor server, with args before its address, and
 // reads its address.
 func startFloor(bin string, args ...string) *server {
-	cmd := exec.Command(bin, append(args, "127.0.0.1:0")...)
+	cmd := exec.Command(bin, append(args, proc.FreeAddrs(1)[0])...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		log.Fatal(err)
@@ -481,34 +510,115 @@ func median(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
-func throughput(lcdBin, floorBin string) {
-	lcd, floor := startLCD(lcdBin), startFloor(floorBin)
-	defer lcd.stop()
-	defer floor.stop()
-	fmt.Println("## Uncontended lock+unlock, lcd beside the floor")
-	fmt.Println()
-	fmt.Println("| clients | floor cycles/s | lcd cycles/s | lcd/floor | floor CPU µs/cycle | lcd CPU µs/cycle | lcd/floor CPU |")
-	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|")
-	for _, clients := range []int{1, 16, 64} {
-		var fr, lr, fc, lc []float64
-		for range *rounds {
-			// Alternate the two servers so that drift in the machine's load
-			// falls on both.
-			f := drive(floor, clients)
-			l := drive(lcd, clients)
-			fr, lr = append(fr, f.perSec), append(lr, l.perSec)
-			fc, lc = append(fc, us(f.cpuCycle)), append(lc, us(l.cpuCycle))
+// v1Clients are the client counts of the throughput rounds.
+var v1Clients = []int{1, 16, 64}
+
+// measured is a server of the throughput rounds, and its figures.
+type measured struct {
+	name   string
+	s      *server
+	before *measured // -before's lcd with the same HTTP setting, for the lcd rows
+	r      []result  // one per round
+}
+
+// throughput drives the floor, lcd with its defaults and with
+// HTTP_ADDRESS="", and the same two of beforeBin when it is given, in
+// interleaved rounds: each round measures every server once, in an
+// order that turns from round to round.
+func throughput(lcdBin, floorBin, beforeBin string) {
+	floor := &measured{name: "floor", s: startFloor(floorBin)}
+	defer floor.s.stop()
+	servers := []*measured{floor}
+	var befores []*measured
+	if beforeBin != "" {
+		for _, http := range []bool{true, false} {
+			b := &measured{name: "before" + httpLabel(http), s: startLCDWith(beforeBin, http)}
+			defer b.s.stop()
+			befores = append(befores, b)
 		}
-		// Ratios are taken per round, then the median.
-		var rr, cr []float64
-		for i := range fr {
-			rr = append(rr, lr[i]/fr[i])
-			cr = append(cr, lc[i]/fc[i])
+	}
+	for i, http := range []bool{true, false} {
+		l := &measured{name: "lcd" + httpLabel(http), s: startLCDWith(lcdBin, http)}
+		defer l.s.stop()
+		if befores != nil {
+			l.before = befores[i]
 		}
-		fmt.Printf("| %d | %.0f | %.0f | %.3f | %.1f | %.1f | %.3f |\n",
-			clients, median(fr), median(lr), median(rr), median(fc), median(lc), median(cr))
+		servers = append(servers, l)
+	}
+	servers = append(servers, befores...)
+	heading("Uncontended lock+unlock, lcd beside the floor",
+		"Ratios are the medians of the ratios of each round; *before* is -before's lcd with the same HTTP setting.",
+		"| clients | server | cycles/s | /floor | /before | CPU µs/cycle | CPU /floor | CPU /before |",
+		"|---:|---|---:|---:|---:|---:|---:|---:|")
+	for _, clients := range v1Clients {
+		for _, m := range servers {
+			m.r = nil
+		}
+		for round := range *rounds {
+			// Interleave the servers, and turn their order, so that drift
+			// in the machine's load falls on all of them.
+			for i := range servers {
+				m := servers[(i+round)%len(servers)]
+				m.r = append(m.r, drive(m.s, clients))
+			}
+		}
+		for _, m := range servers {
+			fmt.Printf("| %d | %s | %.0f | %s | %s | %.1f | %s | %s |\n", clients, m.name,
+				median(perSec(m.r)), ratio(m, floor, perSec), ratio(m, m.before, perSec),
+				median(cpuCycle(m.r)), ratio(m, floor, cpuCycle), ratio(m, m.before, cpuCycle))
+		}
 	}
 	fmt.Println()
+}
+
+// heading prints the heading of a part's section, text under it unless
+// it is empty, and the first table's head lines.
+func heading(title, text string, head ...string) {
+	fmt.Printf("## %s\n\n", title)
+	if text != "" {
+		fmt.Printf("%s\n\n", text)
+	}
+	for _, line := range head {
+		fmt.Println(line)
+	}
+}
+
+// httpLabel names lcd's HTTP setting in a row of the throughput table.
+func httpLabel(http bool) string {
+	if http {
+		return ""
+	}
+	return `, HTTP_ADDRESS=""`
+}
+
+func perSec(r []result) []float64 {
+	out := make([]float64, len(r))
+	for i := range r {
+		out[i] = r[i].perSec
+	}
+	return out
+}
+
+func cpuCycle(r []result) []float64 {
+	out := make([]float64, len(r))
+	for i := range r {
+		out[i] = us(r[i].cpuCycle)
+	}
+	return out
+}
+
+// ratio returns the median of the per-round ratios of of's figures to
+// to's, formatted; "–" with no to, or for a server beside itself.
+func ratio(of, to *measured, figure func([]result) []float64) string {
+	if to == nil || to == of {
+		return "–"
+	}
+	a, b := figure(of.r), figure(to.r)
+	rs := make([]float64, len(a))
+	for i := range a {
+		rs[i] = a[i] / b[i]
+	}
+	return fmt.Sprintf("%.3f", median(rs))
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -75,14 +75,27 @@ func Socket(c net.Conn) net.Conn {
 // peer has reset the connection) is not reported: the socket's state
 // tells.
 func CloseWrite(c net.Conn) bool {
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
-	}
-	cw, ok := c.(interface{ CloseWrite() error })
+	cw, ok := halfCloser(c)
 	if ok {
 		cw.CloseWrite()
 	}
 	return ok
+}
+
+// HalfCloses reports whether CloseWrite can end c's write side.
+func HalfCloses(c net.Conn) bool {
+	_, ok := halfCloser(c)
+	return ok
+}
+
+// halfCloser returns what ends c's write side: c, or under TLS the
+// connection beneath it.
+func halfCloser(c net.Conn) (interface{ CloseWrite() error }, bool) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	cw, ok := c.(interface{ CloseWrite() error })
+	return cw, ok
 }
 
 // errWriteClosed: a write after CloseWrite.

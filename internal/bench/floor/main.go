@@ -4,7 +4,9 @@
 // connections themselves cost on the same machine at the same moment.
 //
 //   - By default, the floor of v1: it accepts a connection, reads one
-//     whole request, answers '+' and closes.
+//     whole request, answers '+' and closes, the '+' and the end of the
+//     connection sent together as lcd sends its answers
+//     (serve.WriteLast), in one segment.
 //   - With -session, the floor of the session protocol (v2): it reads the
 //     preface and then frames on a persistent connection and answers every
 //     frame at once, WELCOME to HELLO and RESUME, GRANTED to ACQUIRE, OK
@@ -33,6 +35,7 @@ import (
 	"net"
 	"os"
 
+	"github.com/locking-center/locking-center/internal/serve"
 	"github.com/locking-center/locking-center/oneshot"
 )
 
@@ -67,6 +70,9 @@ func main() {
 	}
 }
 
+// answerOK is the floor's answer to every v1 request.
+var answerOK = []byte{oneshot.AnswerOK}
+
 // serveV1 reads one request, answers '+' and closes.
 func serveV1(c net.Conn) {
 	defer c.Close()
@@ -76,7 +82,7 @@ func serveV1(c net.Conn) {
 		m, err := c.Read(buf[n:])
 		n += m
 		if _, _, derr := oneshot.DecodeRequest(buf[:n]); derr == nil {
-			c.Write([]byte{oneshot.AnswerOK})
+			serve.WriteLast(c, answerOK, false)
 			return
 		} else if errors.Is(derr, oneshot.ErrMalformed) || err != nil {
 			return
