@@ -65,7 +65,7 @@ func (c *Client) Keys(ctx context.Context) ([]string, error) {
 func (c *Client) Holders(ctx context.Context) ([]Holder, error) {
 	var body []byte
 	var err error
-	detail := holderNotes
+	var detail holderDetail
 	for _, cmd := range []Command{CmdListHoldersNotes, CmdListHoldersTokens, CmdListHolders} {
 		detail = detailOf(cmd)
 		if body, err = c.call(ctx, "list holders", Request{Cmd: cmd}); !errors.Is(err, ErrFailed) {

@@ -505,12 +505,12 @@ func (r *reader) note() string {
 	if n == nil {
 		return ""
 	}
-	if l := int(binary.BigEndian.Uint16(n)); l > mutex.MaxNoteLen {
+	l := int(binary.BigEndian.Uint16(n))
+	if l > mutex.MaxNoteLen {
 		r.err = ErrMalformed
-	} else {
-		return string(r.take(l))
+		return ""
 	}
-	return ""
+	return string(r.take(l))
 }
 
 func (r *reader) u32() uint32 {

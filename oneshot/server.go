@@ -42,17 +42,6 @@ var (
 	answerBusyBytes   = []byte{AnswerBusy}
 )
 
-// answerBytes returns the one-byte answer a as a shared slice.
-func answerBytes(a byte) []byte {
-	switch a {
-	case AnswerOK:
-		return answerOKBytes
-	case AnswerBusy:
-		return answerBusyBytes
-	}
-	return answerFailedBytes
-}
-
 // ServerConfig configures a Server.
 type ServerConfig struct {
 	// HeaderTimeout bounds the time for a request's bytes to arrive once
