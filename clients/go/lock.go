@@ -244,14 +244,22 @@ func WithPriority(p int32) AcquireOption { return func(o *acquireOptions) { o.pr
 // Reentrant lets a holder of the key in this session (with the same
 // owner, see WithOwner) take it again: the acquire returns at once with
 // the same token and the server counts up; each Release counts down.
-// Without it, a second acquire of a key the session holds with the same
-// owner would wait for itself and is refused with ErrDeadlock; with
-// another owner it waits behind the held lock.
+// A reentrant acquire without WithOwner takes the session's one shared
+// owner. Without Reentrant, a second acquire of a key the session holds
+// with the same owner would wait for itself and is refused with
+// ErrDeadlock; with another owner it waits behind the held lock.
 func Reentrant() AcquireOption { return func(o *acquireOptions) { o.reentrant = true } }
 
 // WithOwner names who within the session asks (at most 127 bytes), for
 // reentrancy and deadlock detection: two owners of one session are two
-// waiters.
+// waiters. Without it (and without Reentrant) every acquire is an owner
+// of its own ("acquire-N", N its request id), as if it came from a
+// client of its own: goroutines sharing one session queue for a key in
+// arrival order, and a goroutine that asks again for a key it holds
+// waits, as with a sync.Mutex. The server finds cycles of waits
+// (ErrDeadlock) between owners, so give the acquires of one task one
+// owner (a job or request id) to have its deadlocks found and to make
+// them reentrant with each other.
 func WithOwner(owner string) AcquireOption { return func(o *acquireOptions) { o.owner = owner } }
 
 // WithNote gives the lock a holder's note: free text (UTF-8, at most

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -536,6 +537,11 @@ func (s *Session) Acquire(ctx context.Context, key string, opts ...AcquireOption
 		err := s.err
 		s.mu.Unlock()
 		return nil, fmt.Errorf("acquire %q: %w", key, err)
+	}
+	if o.owner == "" && !o.reentrant {
+		// An owner of its own (see WithOwner): goroutines that share the
+		// session queue for a key as clients of their own would.
+		o.owner = "acquire-" + strconv.FormatUint(s.nextID+1, 10)
 	}
 	s.enqueue(r, o.fields(key))
 	s.mu.Unlock()

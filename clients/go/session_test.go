@@ -520,12 +520,13 @@ func TestSessionModes(t *testing.T) {
 	ctx := context.Background()
 	try := lockingcenter.TryOnce()
 
-	mustAcquire(t, a, "m/shared", lockingcenter.Shared())
+	reader := lockingcenter.WithOwner("reader")
+	mustAcquire(t, a, "m/shared", lockingcenter.Shared(), reader)
 	mustAcquire(t, b, "m/shared", lockingcenter.Shared(), try)
 	if _, err := c.Acquire(ctx, "m/shared", try); !errors.Is(err, lockingcenter.ErrBusy) {
 		t.Fatalf("exclusive try of a shared key: %v", err)
 	}
-	if _, err := a.Acquire(ctx, "m/shared"); !errors.Is(err, lockingcenter.ErrUpgrade) {
+	if _, err := a.Acquire(ctx, "m/shared", reader); !errors.Is(err, lockingcenter.ErrUpgrade) {
 		t.Fatalf("a shared holder asking exclusively: %v", err)
 	}
 
@@ -560,11 +561,14 @@ func TestSessionModes(t *testing.T) {
 		t.Fatal("held after both releases")
 	}
 
-	ax := mustAcquire(t, a, "m/x")
-	mustAcquire(t, b, "m/y")
-	bWaits := acquireAsync(ctx, b, "m/x")
+	// One owner for each session's acquires: each is then one node of
+	// the server's graph of waits.
+	own := lockingcenter.WithOwner("task")
+	ax := mustAcquire(t, a, "m/x", own)
+	mustAcquire(t, b, "m/y", own)
+	bWaits := acquireAsync(ctx, b, "m/x", own)
 	srv.waitQueue("m/x", 1)
-	if _, err := a.Acquire(ctx, "m/y"); !errors.Is(err, lockingcenter.ErrDeadlock) {
+	if _, err := a.Acquire(ctx, "m/y", own); !errors.Is(err, lockingcenter.ErrDeadlock) {
 		t.Fatalf("closing a cycle of waits: %v", err)
 	}
 	ax.Release()
@@ -647,5 +651,32 @@ func TestSessionReleaseReadTimeout(t *testing.T) {
 	tn.cut()
 	if got := receive(t, "the key, released after the reconnect", next); got.err != nil {
 		t.Fatal(got.err)
+	}
+}
+
+// Without WithOwner each acquire is an owner of its own: goroutines that
+// share a session queue for a key as clients of their own would, where
+// one owner for the whole session refused the second ErrDeadlock.
+func TestSessionAcquiresShareASession(t *testing.T) {
+	srv := startServer(t, serverOptions{})
+	s := srv.open()
+	first := mustAcquire(t, s, "own/k")
+	second := acquireAsync(context.Background(), s, "own/k")
+	srv.waitQueue("own/k", 1)
+	if err := first.Release(); err != nil {
+		t.Fatal(err)
+	}
+	got := receive(t, "the second acquire of the session", second)
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if got.lock.Token() <= first.Token() {
+		t.Fatalf("token %d after %d", got.lock.Token(), first.Token())
+	}
+	// A reentrant acquire without an owner takes the session's one owner.
+	r1 := mustAcquire(t, s, "own/re", lockingcenter.Reentrant())
+	r2 := mustAcquire(t, s, "own/re", lockingcenter.Reentrant())
+	if r1.Token() != r2.Token() {
+		t.Fatalf("reentrant tokens %d and %d", r1.Token(), r2.Token())
 	}
 }

@@ -185,7 +185,7 @@ func TestWatchPrefix(t *testing.T) {
 
 	mustAcquire(t, a, "other/k") // not under the prefix
 	mustAcquire(t, a, "w")       // nor this
-	x := mustAcquire(t, a, "w/x")
+	x := mustAcquire(t, a, "w/x", lockingcenter.WithOwner("task")) // the owner of the deadlock below
 	expectEvent(t, w, ev(lockingcenter.EventAcquired, "w/x", x.Token(), a, "a"))
 	g, _, err := srv.node.TryLock(mutex.Claim{Key: "w/v1", Source: "v1-client"})
 	if err != nil {
@@ -203,11 +203,12 @@ func TestWatchPrefix(t *testing.T) {
 	expectEvent(t, w, ev(lockingcenter.EventWithdrawn, "w/x", 0, b, "b"))
 
 	// A wait that would deadlock: a waits for b's w/y, b asks for a's w/x.
-	y := mustAcquire(t, b, "w/y")
+	own := lockingcenter.WithOwner("task") // each session's acquires one owner, as x's
+	y := mustAcquire(t, b, "w/y", own)
 	expectEvent(t, w, ev(lockingcenter.EventAcquired, "w/y", y.Token(), b, "b"))
-	aWaits := acquireAsync(ctx, a, "w/y")
+	aWaits := acquireAsync(ctx, a, "w/y", own)
 	srv.waitQueue("w/y", 1)
-	if _, err := b.Acquire(ctx, "w/x"); !errors.Is(err, lockingcenter.ErrDeadlock) {
+	if _, err := b.Acquire(ctx, "w/x", own); !errors.Is(err, lockingcenter.ErrDeadlock) {
 		t.Fatalf("closing a cycle: %v", err)
 	}
 	expectEvent(t, w, ev(lockingcenter.EventDeadlock, "w/x", 0, b, "b"))

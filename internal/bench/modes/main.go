@@ -580,7 +580,7 @@ func waitingSessions(bin string) {
 				}
 				lock.Release()
 				t0 = time.Now()
-				_, err = me.Acquire(ctx, "chain/0")
+				_, err = me.Acquire(ctx, "chain/0", sessionOwner)
 				refused[i] = time.Since(t0)
 				if !errors.Is(err, lockingcenter.ErrDeadlock) {
 					log.Fatalf("the acquire that closes the cycle: %v", err)
@@ -598,20 +598,25 @@ func waitingSessions(bin string) {
 // chain/i+1, and returns the session the figures come from, which holds
 // chain/n: its acquire of chain/0 would wait for session 0, which waits
 // for 1, …, which waits for it. It returns the n sessions too.
+// sessionOwner makes every acquire of a session one owner, so that a
+// session that holds a key and waits for another is one node of the
+// server's graph of waits (without it each acquire is an owner of its own).
+var sessionOwner = lockingcenter.WithOwner("session")
+
 func chain(l *lcd, n int) (*lockingcenter.Session, []*lockingcenter.Session) {
 	me := l.open(1, "me")[0]
 	ctx := context.Background()
 	ss := l.open(n, "chain")
 	for i, s := range ss {
-		if _, err := s.Acquire(ctx, "chain/"+strconv.Itoa(i)); err != nil {
+		if _, err := s.Acquire(ctx, "chain/"+strconv.Itoa(i), sessionOwner); err != nil {
 			log.Fatal(err)
 		}
 	}
-	if _, err := me.Acquire(ctx, "chain/"+strconv.Itoa(n)); err != nil {
+	if _, err := me.Acquire(ctx, "chain/"+strconv.Itoa(n), sessionOwner); err != nil {
 		log.Fatal(err)
 	}
 	for i, s := range ss {
-		go s.Acquire(ctx, "chain/"+strconv.Itoa(i+1)) // waits until the session closes
+		go s.Acquire(ctx, "chain/"+strconv.Itoa(i+1), sessionOwner) // waits until the session closes
 	}
 	for i := range ss {
 		waitQueue(me, "chain/"+strconv.Itoa(i+1), 1)
