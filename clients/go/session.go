@@ -1015,8 +1015,14 @@ func goodbye(f *frame) error {
 	return &goodbyeError{code: code, message: string(msg), leader: string(leader)}
 }
 
+// Error names the sentinel, the code and the server's message; a message
+// that only says again what the sentinel says is left out.
 func (e *goodbyeError) Error() string {
-	return fmt.Sprintf("%v: the server said goodbye: %s: %s", e.Unwrap(), codeName(e.code), e.message)
+	s := fmt.Sprintf("%v: the server said goodbye (%s)", e.Unwrap(), codeName(e.code))
+	if e.message != "" && !strings.HasSuffix(e.Unwrap().Error(), e.message) {
+		s += ": " + e.message
+	}
+	return s
 }
 
 func (e *goodbyeError) Unwrap() error {

@@ -14,7 +14,7 @@ import (
 type clusterListOptions struct {
 	Stdout  io.Writer
 	Signals <-chan os.Signal
-	Manager *manager.Client
+	Manager *managers
 }
 
 func newClusterListCommand(f *factory) *cobra.Command {
@@ -37,7 +37,7 @@ itself (it is asked, for at most 2 s):
   APPLIED       the position of the last log entry it applied`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := f.managerClient()
+			m, err := f.managers()
 			if err != nil {
 				return err
 			}
@@ -50,9 +50,11 @@ itself (it is asked, for at most 2 s):
 func runClusterList(ctx context.Context, opts *clusterListOptions) error {
 	m := opts.Manager
 	var ms []manager.Member
-	err := interruptibly(ctx, opts.Signals, "list members at "+m.Addr, func(ctx context.Context) (err error) {
-		ms, err = m.Members(ctx)
-		return err
+	err := interruptibly(ctx, opts.Signals, "list members at "+m.Addr(), func(ctx context.Context) (err error) {
+		return m.atAny(ctx, true, func(ctx context.Context, c *manager.Client) (err error) {
+			ms, err = c.Members(ctx)
+			return err
+		})
 	}, nil)
 	if err != nil {
 		return asFailure(err)

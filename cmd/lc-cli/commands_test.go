@@ -339,8 +339,8 @@ func TestRefusedRequestIsFailureNeverBusy(t *testing.T) {
 		hint := "AUTH_V1_NETWORKS"
 		switch {
 		case args[0] == "keys" || args[0] == "reset":
-			hint = "--manager-address"
-		case len(args) > 2: // a session: its own explanation
+			hint = "--token"
+		case len(args) > 2 || args[0] == "wait": // a session: its own explanation
 			hint = "session protocol"
 		}
 		if hint == "AUTH_V1_NETWORKS" {

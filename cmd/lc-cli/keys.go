@@ -21,7 +21,7 @@ const acquiredLayout = "2006-01-02 15:04:05"
 type keysOptions struct {
 	Stdout   io.Writer
 	Signals  <-chan os.Signal
-	Manager  *manager.Client
+	Manager  *managers
 	Detail   bool           // -d: one row per holder instead of the bare keys
 	Location *time.Location // zone of the ACQUIRED column
 }
@@ -58,7 +58,7 @@ semaphore has a row for each of its holders):
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Stdout = cmd.OutOrStdout()
 			opts.Signals = f.sys.Signals
-			m, err := f.managerClient()
+			m, err := f.managers()
 			if err != nil {
 				return err
 			}
@@ -75,13 +75,15 @@ func runKeys(ctx context.Context, opts *keysOptions) error {
 	m := opts.Manager
 	var holders []manager.Holder
 	var keys []string
-	err := interruptibly(ctx, opts.Signals, "list keys at "+m.Addr, func(ctx context.Context) (err error) {
-		if opts.Detail {
-			holders, err = m.Holders(ctx)
-		} else {
-			keys, err = m.Keys(ctx)
-		}
-		return err
+	err := interruptibly(ctx, opts.Signals, "list keys at "+m.Addr(), func(ctx context.Context) (err error) {
+		return m.atLeader(ctx, true, func(ctx context.Context, c *manager.Client) (err error) {
+			if opts.Detail {
+				holders, err = c.Holders(ctx)
+			} else {
+				keys, err = c.Keys(ctx)
+			}
+			return err
+		})
 	}, nil)
 	if err != nil {
 		return asFailure(err)

@@ -29,8 +29,8 @@ const (
 // globalOptions are the flags every command shares, resolved from the
 // command line, then the environment, then the defaults.
 type globalOptions struct {
-	Address        string        // mutex port, host:port
-	ManagerAddress string        // management port, host:port
+	Address        string        // mutex ports, host:port or a comma list of the nodes of a cluster
+	ManagerAddress string        // management ports, likewise, in the order of Address
 	Source         string        // owner name sent with lock and trylock, 0..127 bytes
 	ConnectTimeout time.Duration // bound on each TCP connect, positive
 	Timeout        time.Duration // bound on the answer of a request that does not wait for a key, positive
@@ -46,6 +46,8 @@ type factory struct {
 	// managerErr is why the management address could not be derived from
 	// the mutex address; only the commands that use it fail with it.
 	managerErr error
+	// managerAddrs are the management addresses, one per node.
+	managerAddrs []string
 	// tls is the client TLS of the global flags; nil: plain TCP.
 	tls *tls.Config
 }
@@ -66,18 +68,21 @@ func (f *factory) clientOptions() []lockingcenter.Option {
 	}
 }
 
-// managerClient returns a client of the management port, or the usage
-// error of a management address that could not be derived.
-func (f *factory) managerClient() (*manager.Client, error) {
+// managers returns the management ports of the nodes, or the usage error
+// of a management address that could not be derived.
+func (f *factory) managers() (*managers, error) {
 	if f.managerErr != nil {
 		return nil, f.managerErr
 	}
-	return &manager.Client{
-		Addr:           f.global.ManagerAddress,
-		ConnectTimeout: f.global.ConnectTimeout,
-		ReadTimeout:    f.global.Timeout,
-		Token:          f.global.Token,
-		TLS:            f.tls,
+	return &managers{
+		mutex: splitAddresses(f.global.Address),
+		addrs: f.managerAddrs,
+		base: manager.Client{
+			ConnectTimeout: f.global.ConnectTimeout,
+			ReadTimeout:    f.global.Timeout,
+			Token:          f.global.Token,
+			TLS:            f.tls,
+		},
 	}, nil
 }
 
@@ -128,8 +133,8 @@ the command, or lc-cli while waiting, ended by signal N.`,
 	})
 
 	fs := root.PersistentFlags()
-	fs.StringVar(&f.global.Address, "address", defaultAddress, "mutex port of the server, host:port [$LC_ADDRESS]")
-	fs.StringVar(&f.global.ManagerAddress, "manager-address", defaultManagerAddress, "management port of the server, host:port; when only --address is given, its host and port+1, as lcd does [$LC_MANAGER_ADDRESS]")
+	fs.StringVar(&f.global.Address, "address", defaultAddress, "mutex port of the server, host:port; for a cluster, a comma list of its nodes, whose leader lc-cli follows [$LC_ADDRESS]")
+	fs.StringVar(&f.global.ManagerAddress, "manager-address", defaultManagerAddress, "management port of the server, host:port, or a comma list in the order of --address; when only --address is given, each one's host and port+1, as lcd does [$LC_MANAGER_ADDRESS]")
 	fs.StringVar(&f.global.Source, "source", defaultSource(sys.Hostname), "owner name sent with lock and trylock, at most 127 bytes; reset -s matches it [$LC_SOURCE]")
 	fs.DurationVar(&f.global.ConnectTimeout, "connect-timeout", defaultConnectTimeout, "bound on each TCP connect; a server that does not accept in time is a failure [$LC_CONNECT_TIMEOUT]")
 	fs.StringVar(&f.global.Token, "token", "", "token for a server with authentication on: sent by lock -- (the session) and the management commands; prefer LC_TOKEN, as arguments show in ps [$LC_TOKEN]")
@@ -197,9 +202,15 @@ func (f *factory) resolve(fs *pflag.FlagSet) error {
 	if f.tls, err = f.global.TLS.config(); err != nil {
 		return err
 	}
+	if len(splitAddresses(f.global.Address)) == 0 {
+		return usagef("--address %q: want host:port, or a comma list of them", f.global.Address)
+	}
 	f.managerErr = nil
+	f.managerAddrs = splitAddresses(f.global.ManagerAddress)
 	if fs.Changed("address") && !fs.Changed("manager-address") {
-		f.global.ManagerAddress, f.managerErr = managerAddressOf(f.global.Address)
+		f.managerAddrs, f.managerErr = managerAddressesOf(splitAddresses(f.global.Address))
+	} else if len(f.managerAddrs) == 0 {
+		return usagef("--manager-address %q: want host:port, or a comma list of them", f.global.ManagerAddress)
 	}
 	return nil
 }
@@ -245,13 +256,13 @@ func checkSourceLen(source string) error {
 
 // failure wraps err, from a client, as an exit with code 2. A bare
 // refusal ('-') of the management port carries no reason, so its message
-// says what most often causes it; a refusal with the server's reason is
-// left as it is.
+// says what most often causes it (a follower's refusal has been followed
+// to the leader by then); a refusal with the server's reason is left as
+// it is.
 func failure(err error) error {
 	var refusal *manager.Refusal
 	if errors.Is(err, manager.ErrFailed) && !(errors.As(err, &refusal) && refusal.Message != "") {
-		err = fmt.Errorf("%w (the server gives no reason: a cluster's follower refuses this, so point --manager-address "+
-			"at the leader (lc-cli cluster list names it); with authentication on, it takes an admin's --token)", err)
+		err = fmt.Errorf("%w (the server gives no reason: with authentication on, this takes an admin's --token)", err)
 	}
 	return &exitError{code: exitFailure, err: err}
 }

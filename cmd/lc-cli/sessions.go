@@ -13,7 +13,7 @@ import (
 type sessionsOptions struct {
 	Stdout  io.Writer
 	Signals <-chan os.Signal
-	Manager *manager.Client
+	Manager *managers
 }
 
 func newSessionsCommand(f *factory) *cobra.Command {
@@ -37,7 +37,7 @@ Like every command that does not wait for a key it gives up after
 --timeout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := f.managerClient()
+			m, err := f.managers()
 			if err != nil {
 				return err
 			}
@@ -50,9 +50,11 @@ Like every command that does not wait for a key it gives up after
 func runSessions(ctx context.Context, opts *sessionsOptions) error {
 	m := opts.Manager
 	var ss []manager.Session
-	err := interruptibly(ctx, opts.Signals, "list sessions at "+m.Addr, func(ctx context.Context) (err error) {
-		ss, err = m.Sessions(ctx)
-		return err
+	err := interruptibly(ctx, opts.Signals, "list sessions at "+m.Addr(), func(ctx context.Context) (err error) {
+		return m.atLeader(ctx, true, func(ctx context.Context, c *manager.Client) (err error) {
+			ss, err = c.Sessions(ctx)
+			return err
+		})
 	}, nil)
 	if err != nil {
 		return asFailure(err)

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/locking-center/locking-center/manager"
+)
+
+// splitAddresses returns the addresses of a comma list, blanks dropped,
+// each once, in order.
+func splitAddresses(list string) []string {
+	var out []string
+	for _, a := range strings.Split(list, ",") {
+		if a = strings.TrimSpace(a); a != "" && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// managerAddressesOf derives the management address of each mutex
+// address, as lcd lays out its ports (managerAddressOf).
+func managerAddressesOf(mutexAddrs []string) ([]string, error) {
+	out := make([]string, len(mutexAddrs))
+	for i, a := range mutexAddrs {
+		m, err := managerAddressOf(a)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+// managers reaches the management ports of the nodes of the global flags.
+// The listings and the resets go to the leader of a cluster (a follower
+// refuses them): a node that refuses one is asked which node leads, and
+// the request goes to that node's management port. The membership
+// commands go to any node that takes the connection.
+type managers struct {
+	mutex []string // the nodes' mutex addresses, as --address gives them
+	addrs []string // their management addresses: addrs[i] is mutex[i]'s, when i < len(mutex)
+	base  manager.Client
+}
+
+// Addr names the management ports, for messages.
+func (m *managers) Addr() string { return strings.Join(m.addrs, ",") }
+
+// client returns a client of the management port addrs[i].
+func (m *managers) client(i int) *manager.Client {
+	c := m.base
+	c.Addr = m.addrs[i]
+	return &c
+}
+
+// atLeader runs call at the leader's management port. It tries the nodes
+// in turn while a connect fails (nothing was sent), and, when reads is
+// set, while one does not answer in time (a listing is safe to ask again;
+// a reset is not). A node that refuses is asked for the leader, and call
+// goes there; a single lcd's refusal, or the leader's, is the answer.
+func (m *managers) atLeader(ctx context.Context, reads bool, call func(context.Context, *manager.Client) error) error {
+	tried := make([]bool, len(m.addrs))
+	i := 0
+	for range 2*len(m.addrs) + 2 {
+		c := m.client(i)
+		err := call(ctx, c)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		tried[i] = true
+		switch {
+		case unreached(err) || reads && errors.Is(err, os.ErrDeadlineExceeded):
+			if i = slices.Index(tried, false); i < 0 {
+				return err
+			}
+		case errors.Is(err, manager.ErrFailed):
+			j, lerr := m.leaderOf(ctx, c)
+			if lerr != nil {
+				return fmt.Errorf("%w; %v", err, lerr)
+			}
+			if j < 0 || j == i {
+				return err
+			}
+			i = j
+		default:
+			return err
+		}
+	}
+	return fmt.Errorf("no leader answered at %s", m.Addr())
+}
+
+// errNotLeading is why a node that refused a request did not name a
+// leader to send it to.
+var errNotLeading = errors.New("the cluster has no leader now (an election under way, or no quorum)")
+
+// leaderOf asks the node of c which node leads and returns that node's
+// index in addrs, appending its management address (its mutex address's
+// host, port+1) when it is none of the nodes given. It returns -1 for a
+// single lcd, which has no cluster to name.
+func (m *managers) leaderOf(ctx context.Context, c *manager.Client) (int, error) {
+	ms, err := c.Members(ctx)
+	if errors.Is(err, manager.ErrNotCluster) {
+		return -1, nil
+	}
+	if err != nil {
+		return -1, nil // it refuses this too (a token it does not take): its refusal stands
+	}
+	i := slices.IndexFunc(ms, func(x manager.Member) bool { return x.Leader })
+	if i < 0 || ms[i].ClientAddress == "" {
+		return -1, errNotLeading
+	}
+	leader := ms[i].ClientAddress
+	if j := slices.Index(m.mutex, leader); j >= 0 && j < len(m.addrs) {
+		return j, nil
+	}
+	addr, derr := managerAddressOf(leader)
+	if derr != nil {
+		return -1, fmt.Errorf("the leader's mutex port %s gives no management address: give it with --manager-address", leader)
+	}
+	if j := slices.Index(m.addrs, addr); j >= 0 {
+		return j, nil
+	}
+	m.addrs = append(m.addrs, addr)
+	return len(m.addrs) - 1, nil
+}
+
+// atAny runs call at the first node that takes the connection, for the
+// membership commands, which every node serves; reads as for atLeader.
+func (m *managers) atAny(ctx context.Context, reads bool, call func(context.Context, *manager.Client) error) error {
+	var err error
+	for i := range m.addrs {
+		if err = call(ctx, m.client(i)); err == nil || ctx.Err() != nil {
+			return err
+		}
+		if !unreached(err) && !(reads && errors.Is(err, os.ErrDeadlineExceeded)) {
+			return err
+		}
+	}
+	return err
+}
+
+// unreached reports whether err is a connect that reached no server
+// (refused, unreachable, timed out): nothing was sent.
+func unreached(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
