@@ -153,6 +153,7 @@ the command, or lc-cli while waiting, ended by signal N.`,
 		newTryLockCommand(f),
 		newUnlockCommand(f),
 		newWaitCommand(f),
+		newWatchCommand(f),
 		newVersionCommand(),
 		newTokenCommand(),
 	)
