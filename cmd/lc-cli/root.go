@@ -99,10 +99,15 @@ var envSettings = []envSetting{
 	{"timeout", "LC_TIMEOUT"},
 	{"token", "LC_TOKEN"},
 	{"tls", "LC_TLS"},
-	{"ca", "LC_CA_FILE"},
-	{"cert", "LC_CERT_FILE"},
-	{"key", "LC_KEY_FILE"},
+	{"tls-ca", "LC_CA_FILE"},
+	{"tls-cert", "LC_CERT_FILE"},
+	{"tls-key", "LC_KEY_FILE"},
 }
+
+// oldTLSFlags are the TLS flags' names before they said TLS: hidden
+// aliases, for one release, that warn on stderr. --key read as the key of
+// a lock (lc-cli lock --key foo -- cmd).
+var oldTLSFlags = []struct{ old, now string }{{"ca", "tls-ca"}, {"cert", "tls-cert"}, {"key", "tls-key"}}
 
 func newRootCommand(sys system) (*cobra.Command, *factory) {
 	f := &factory{sys: sys}
@@ -139,9 +144,13 @@ the command, or lc-cli while waiting, ended by signal N.`,
 	fs.DurationVar(&f.global.ConnectTimeout, "connect-timeout", defaultConnectTimeout, "bound on each TCP connect; a server that does not accept in time is a failure [$LC_CONNECT_TIMEOUT]")
 	fs.StringVar(&f.global.Token, "token", "", "token for a server with authentication on: sent by lock -- (the session) and the management commands; prefer LC_TOKEN, as arguments show in ps [$LC_TOKEN]")
 	fs.BoolVar(&f.global.TLS.On, "tls", false, "speak TLS to every port, verifying the server against the system's roots unless --ca is given [$LC_TLS]")
-	fs.StringVar(&f.global.TLS.CAFile, "ca", "", "PEM CA certificates the server's certificate must chain to; implies --tls [$LC_CA_FILE]")
-	fs.StringVar(&f.global.TLS.CertFile, "cert", "", "PEM client certificate, for a server that requires one (with --key); implies --tls [$LC_CERT_FILE]")
-	fs.StringVar(&f.global.TLS.KeyFile, "key", "", "PEM private key of --cert [$LC_KEY_FILE]")
+	fs.StringVar(&f.global.TLS.CAFile, "tls-ca", "", "PEM CA certificates the server's certificate must chain to; implies --tls [$LC_CA_FILE]")
+	fs.StringVar(&f.global.TLS.CertFile, "tls-cert", "", "PEM client certificate, for a server that requires one (with --tls-key); implies --tls [$LC_CERT_FILE]")
+	fs.StringVar(&f.global.TLS.KeyFile, "tls-key", "", "PEM private key of --tls-cert [$LC_KEY_FILE]")
+	for _, o := range oldTLSFlags {
+		fs.String(o.old, "", "the old name of --"+o.now)
+		fs.MarkHidden(o.old)
+	}
 	fs.DurationVar(&f.global.Timeout, "timeout", defaultTimeout, "bound on the answer to every request that does not wait for a key (all but lock and the wait of wait); a server that does not answer in time is a failure [$LC_TIMEOUT]")
 
 	root.AddCommand(
@@ -181,6 +190,16 @@ func (f *factory) resolve(fs *pflag.FlagSet) error {
 			env[k] = v
 		}
 	}
+	// An old name given is the flag given, over its variable.
+	var old []struct{ old, now string }
+	for _, o := range oldTLSFlags {
+		if fs.Lookup(o.old) == nil || !fs.Changed(o.old) || fs.Changed(o.now) {
+			continue
+		}
+		old = append(old, o)
+		fs.Set(o.now, fs.Lookup(o.old).Value.String())
+		f.global.TLS.OldKey = f.global.TLS.OldKey || o.old == "key"
+	}
 	for _, s := range envSettings {
 		v, ok := env[s.env]
 		if !ok || fs.Changed(s.flag) || fs.Lookup(s.flag) == nil {
@@ -188,6 +207,12 @@ func (f *factory) resolve(fs *pflag.FlagSet) error {
 		}
 		if err := fs.Set(s.flag, v); err != nil {
 			return usagef("$%s=%q: %v", s.env, v, err)
+		}
+	}
+	for _, o := range old {
+		// --key without a certificate is refused with its own message.
+		if o.old != "key" || f.global.TLS.CertFile != "" {
+			fmt.Fprintf(f.sys.Stderr, "lc-cli: warning: --%s is now --%s; the old name goes in the next release\n", o.old, o.now)
 		}
 	}
 	if err := checkSourceLen(f.global.Source); err != nil {
