@@ -4,12 +4,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
@@ -50,6 +47,8 @@ type factory struct {
 	managerAddrs []string
 	// tls is the client TLS of the global flags; nil: plain TCP.
 	tls *tls.Config
+	// certs is what the servers asked of the client certificate.
+	certs certificateSeen
 }
 
 // mutexClient returns a client of the mutex port.
@@ -225,8 +224,12 @@ func (f *factory) resolve(fs *pflag.FlagSet) error {
 		return usagef("timeout %v: want a positive duration such as 10s", f.global.Timeout)
 	}
 	var err error
-	if f.tls, err = f.global.TLS.config(); err != nil {
+	var cert *tls.Certificate
+	if f.tls, cert, err = f.global.TLS.config(); err != nil {
 		return err
+	}
+	if f.tls != nil {
+		f.certs.offer(f.tls, cert)
 	}
 	if len(splitAddresses(f.global.Address)) == 0 {
 		return usagef("--address %q: want host:port, or a comma list of them", f.global.Address)
@@ -291,21 +294,4 @@ func failure(err error) error {
 		err = fmt.Errorf("%w (the server gives no reason: with authentication on, this takes an admin's --token)", err)
 	}
 	return &exitError{code: exitFailure, err: err}
-}
-
-// tlsHint adds to err, a failure of a run that spoke TLS or not
-// (speaksTLS), what a client and a port of which only one speaks TLS
-// most often see: an answer TLS cannot read, or none.
-func tlsHint(err error, speaksTLS bool) error {
-	var record tls.RecordHeaderError
-	cut := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
-	switch {
-	case speaksTLS && errors.As(err, &record):
-		err = fmt.Errorf("%w (the port does not speak TLS: drop --tls and LC_TLS, or turn TLS on at the server)", err)
-	case speaksTLS && cut:
-		err = fmt.Errorf("%w (if the port does not speak TLS, drop --tls and LC_TLS)", err)
-	case !speaksTLS && (cut || errors.Is(err, os.ErrDeadlineExceeded)):
-		err = fmt.Errorf("%w (if the port speaks TLS, add --tls, and --ca with its CA)", err)
-	}
-	return err
 }

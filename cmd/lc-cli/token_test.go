@@ -63,6 +63,9 @@ func TestTokenReachesTheServer(t *testing.T) {
 		t.Errorf("lock -- without a token = %d", r.code)
 	}
 	oneLine(t, r.stderr, "authentication failed")
+	if n := strings.Count(r.stderr, "authentication failed"); n != 1 {
+		t.Errorf("stderr %q says authentication failed %d times", r.stderr, n)
+	}
 	r = runInProcess(t, env, "--token", "deployer-token-0123456789", "lock", "deploy/prod", "--", "sh", "-c", `echo $LC_FENCING_TOKEN`)
 	if r.code != exitOK || strings.TrimSpace(r.stdout) == "" {
 		t.Errorf("lock -- with a client's token = %d %q %q", r.code, r.stdout, r.stderr)
