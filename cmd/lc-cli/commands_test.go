@@ -389,3 +389,34 @@ func TestCompletionOffersHeldKeysAndSources(t *testing.T) {
 		t.Errorf("completion of reset -s offers %q, want the holder's source", r.stdout)
 	}
 }
+
+// Completion offers the new flags, their values, and none of the old
+// names of the TLS flags.
+func TestCompletionOffersTheFlags(t *testing.T) {
+	for _, c := range []struct {
+		args      []string
+		want, not []string
+	}{
+		{[]string{"lock", "--"}, []string{"--nonblock", "--wait", "--tls-cert", "--tls-key", "--tls-ca"}, []string{"--key\t", "--cert\t", "--ca\t"}},
+		{[]string{"lock", "-"}, []string{"-n\t", "-w\t"}, nil},
+		{[]string{"keys", "--"}, []string{"--output", "--detail"}, nil},
+		{[]string{"sessions", "--"}, []string{"--output"}, nil},
+		{[]string{"cluster", "list", "--"}, []string{"--output"}, nil},
+		{[]string{"version", "--"}, []string{"--output"}, nil},
+		{[]string{"watch", "--"}, []string{"--output", "--ttl"}, nil},
+		{[]string{"keys", "-o", ""}, []string{"text\n", "json\n"}, nil},
+		{[]string{""}, []string{"watch\t"}, nil},
+	} {
+		r := runInProcess(t, nil, append([]string{"__complete"}, c.args...)...)
+		for _, w := range c.want {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("completion of %q offers no %q:\n%s", c.args, w, r.stdout)
+			}
+		}
+		for _, n := range c.not {
+			if strings.Contains(r.stdout, n) {
+				t.Errorf("completion of %q offers %q:\n%s", c.args, n, r.stdout)
+			}
+		}
+	}
+}
