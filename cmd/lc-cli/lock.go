@@ -77,6 +77,10 @@ SIGQUIT sent to lc-cli go to that whole group. If the command ends by a
 signal, or after one was passed on, whatever is left of its group is
 killed before the key is released. If the release fails, lc-cli exits 2.
 
+-n takes the key only if it is free now, else exits 1 at once; -w D waits
+at most D, else exits 1 with the request withdrawn (-w 0 is -n); both
+work with a command and without, as flock's.
+
 A key that starts with '-' follows a first --: lock -- -key -- command.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			key, command, err := splitLockArgs(args, cmd.ArgsLenAtDash())

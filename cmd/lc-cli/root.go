@@ -113,13 +113,16 @@ func newRootCommand(sys system) (*cobra.Command, *factory) {
 	root := &cobra.Command{
 		Use:   "lc-cli",
 		Short: "Inspect a Locking-Center lock table and take locks from a shell",
-		Long: `lc-cli talks to a Locking-Center server. keys and reset use the management
-port; lock, trylock, unlock and wait use the mutex port like any client.
+		Long: `lc-cli talks to a Locking-Center server. keys, sessions, reset and cluster
+use the management port; lock, trylock, unlock, wait and watch use the
+mutex port like any client. Given every node of a cluster (--address
+a:22119,b:22119,c:22119), each command follows the leader.
 
 Each global flag can also be set by its environment variable, shown in
 brackets; a flag on the command line wins.
 
-Exit codes: 0 success, 1 trylock found the key held by another, 2 any
+Exit codes: 0 success, 1 trylock, lock -n or lock -w found the key held
+by another, 2 any
 failure (one line on stderr), 127 the command of lock -- could not be
 started. lock -- otherwise exits with its command's code, and 128+N when
 the command, or lc-cli while waiting, ended by signal N.`,

@@ -17,9 +17,9 @@ func newWaitCommand(f *factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wait <key>",
 		Short: "Block until a key is free, then return holding nothing",
-		Long: `wait queues for the key like lock, and releases it the moment it is
-granted: when wait exits 0 the key was free at some instant and this
-source holds nothing. SIGINT, SIGTERM, SIGHUP or SIGQUIT while waiting
+		Long: `wait queues for the key in a session, like lock --, and releases it the
+moment it is granted: when wait exits 0 the key was free at some instant
+and this source holds nothing. SIGINT, SIGTERM, SIGHUP or SIGQUIT while waiting
 stop the wait (exit 128+N) and leave no request queued on the server.`,
 		Args: in.oneKey,
 		RunE: func(cmd *cobra.Command, _ []string) error {
