@@ -275,6 +275,15 @@ func TestLockCommandSurvivesTheLeadersDeath(t *testing.T) {
 			alive = append(alive, i)
 		}
 	}
+	// Asked at once, during the election, keys waits for the new leader.
+	r := runBinary(t, tc.environ(), "keys", "-d", "-o", "json")
+	var listed struct {
+		Holders []jsonHolder `json:"holders"`
+	}
+	decodeJSON(t, "keys -d during the election", r.stdout, &listed)
+	if len(listed.Holders) != 1 || *listed.Holders[0].Token != strconv.FormatUint(token, 10) {
+		t.Fatalf("keys -d during the election = %+v, stderr %q; want the command's token %d", listed, r.stderr, token)
+	}
 	next := tc.leader(t, alive...)
 	eventually(t, "the session to be attached at the new leader", func() bool {
 		hs, err := (&manager.Client{Addr: tc.nodes[next].managerA}).Sessions(context.Background())

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/locking-center/locking-center/manager"
 )
@@ -63,26 +64,59 @@ func (m *managers) client(i int) *manager.Client {
 // in turn while a connect fails (nothing was sent), and, when reads is
 // set, while one does not answer in time (a listing is safe to ask again;
 // a reset is not). A node that refuses is asked for the leader, and call
-// goes there; a single lcd's refusal, or the leader's, is the answer.
+// goes there; a single lcd's refusal, or the leader's, is the answer. A
+// cluster without a leader, or whose nodes still name one that is gone
+// (an election), is asked again for as long as the timeout of one request.
 func (m *managers) atLeader(ctx context.Context, reads bool, call func(context.Context, *manager.Client) error) error {
-	tried := make([]bool, len(m.addrs))
+	var tried, gone []bool // per node of m.addrs, which grows when a leader is none of them
+	mark := func(marks *[]bool, i int) {
+		for len(*marks) < len(m.addrs) {
+			*marks = append(*marks, false)
+		}
+		(*marks)[i] = true
+	}
+	untried := func() int {
+		for i := range m.addrs {
+			if i >= len(tried) || !tried[i] {
+				return i
+			}
+		}
+		return -1
+	}
 	i := 0
-	for range 2*len(m.addrs) + 2 {
+	deadline := time.Now().Add(m.base.ReadTimeout)
+	pause := 50 * time.Millisecond
+	for n := 0; n < 2*len(m.addrs)+2; n++ {
 		c := m.client(i)
 		err := call(ctx, c)
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
-		tried[i] = true
+		mark(&tried, i)
 		switch {
 		case unreached(err) || reads && errors.Is(err, os.ErrDeadlineExceeded):
-			if i = slices.Index(tried, false); i < 0 {
+			mark(&gone, i)
+			if i = untried(); i < 0 {
 				return err
 			}
 		case errors.Is(err, manager.ErrFailed):
 			j, lerr := m.leaderOf(ctx, c)
+			if lerr == nil && j >= 0 && j < len(gone) && gone[j] {
+				lerr = errNotLeading // named, but it did not answer: the others have yet to elect another
+			}
+			if errors.Is(lerr, errNotLeading) && time.Now().Add(pause).Before(deadline) {
+				select {
+				case <-ctx.Done():
+					return err
+				case <-time.After(pause):
+				}
+				pause = min(2*pause, time.Second)
+				tried, gone = nil, nil
+				n = 0    // the wait is bounded by the deadline
+				continue // the same node: it names the leader once there is one
+			}
 			if lerr != nil {
-				return fmt.Errorf("%w; %v", err, lerr)
+				return fmt.Errorf("%w; %w", err, lerr)
 			}
 			if j < 0 || j == i {
 				return err

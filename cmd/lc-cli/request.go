@@ -69,12 +69,15 @@ func (r keyRequest) unlock(ctx context.Context, key string) error {
 	pause := 100 * time.Millisecond
 	for n := 1; ; n++ {
 		err := r.Client.Unlock(ctx, key)
+		if ctx.Err() != nil && n > 1 {
+			return fmt.Errorf("%w (asked %d times within %v, across the nodes: none answered)", err, n, releaseTimeout)
+		}
 		if err == nil || tries == 2 || n == tries || !(cutShort(err) || unreached(err)) {
 			return err
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return fmt.Errorf("%w (asked %d times within %v, across the nodes: none answered)", err, n, releaseTimeout)
 		case <-time.After(pause):
 		}
 		pause = min(2*pause, time.Second)

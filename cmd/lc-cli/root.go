@@ -293,7 +293,7 @@ func checkSourceLen(source string) error {
 // it is.
 func failure(err error) error {
 	var refusal *manager.Refusal
-	if errors.Is(err, manager.ErrFailed) && !(errors.As(err, &refusal) && refusal.Message != "") {
+	if errors.Is(err, manager.ErrFailed) && !errors.Is(err, errNotLeading) && !(errors.As(err, &refusal) && refusal.Message != "") {
 		err = fmt.Errorf("%w (the server gives no reason: with authentication on, this takes an admin's --token)", err)
 	}
 	return &exitError{code: exitFailure, err: err}
