@@ -110,7 +110,7 @@ func (m *managers) atLeader(ctx context.Context, reads bool, call func(context.C
 					return err
 				case <-time.After(pause):
 				}
-				pause = min(2*pause, time.Second)
+				pause = min(2*pause, 200*time.Millisecond)
 				tried, gone = nil, nil
 				n = 0    // the wait is bounded by the deadline
 				continue // the same node: it names the leader once there is one
