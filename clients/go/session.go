@@ -281,7 +281,9 @@ type heldItem struct {
 // turn, and follows a node that names the leader (GOODBYE not_leader), so
 // it opens the session at the leader; it fails when none took it. Errors:
 // ErrInvalidSource, a network error, or an error matching ErrFailed when
-// the server refused the session (from every address: the last one's).
+// the server refused the session (from every address: the last one's),
+// ErrClusterNoLeader among them when the nodes know no leader to send it
+// to (an election: try again).
 func NewSession(ctx context.Context, addr string, opts ...SessionOption) (*Session, error) {
 	cfg := sessionConfig{connectTimeout: DefaultConnectTimeout, readTimeout: DefaultReadTimeout}
 	for _, o := range opts {
@@ -1046,6 +1048,8 @@ func (e *goodbyeError) Unwrap() error {
 		return ErrRateLimited
 	case codeOverLimit:
 		return ErrOverLimit
+	case codeNotLeader:
+		return ErrClusterNoLeader
 	}
 	return ErrFailed
 }

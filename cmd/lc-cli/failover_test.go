@@ -253,6 +253,16 @@ func TestLockCommandSurvivesTheLeadersDeath(t *testing.T) {
 	dir := t.TempDir()
 	gate, tokenFile := fifo(t), filepath.Join(dir, "token")
 	script := `echo "$LC_FENCING_TOKEN" > "$1.tmp" && mv "$1.tmp" "$1" && read line < "$2"`
+	watch := startBinary(t, tc.environ(), "watch", "failover/")
+	eventually(t, "watch to see a probe", func() bool {
+		if r := runBinary(t, tc.environ(), "wait", "failover/probe"); r.code != exitOK {
+			t.Logf("wait = %d %q", r.code, r.stderr)
+		}
+		if watch.cmd.ProcessState != nil || strings.Contains(watch.errOut.String(), "lc-cli") {
+			t.Fatalf("watch ended: %q", watch.errOut.String())
+		}
+		return strings.Contains(watch.output(), "released failover/probe")
+	})
 	run := startBinary(t, tc.environ(), "lock", "failover/k", "--", "sh", "-c", script, "sh", tokenFile, gate)
 	var token uint64
 	eventually(t, "the command to write its token", func() bool {
@@ -285,9 +295,9 @@ func TestLockCommandSurvivesTheLeadersDeath(t *testing.T) {
 		t.Fatalf("keys -d during the election = %+v, stderr %q; want the command's token %d", listed, r.stderr, token)
 	}
 	next := tc.leader(t, alive...)
-	eventually(t, "the session to be attached at the new leader", func() bool {
-		hs, err := (&manager.Client{Addr: tc.nodes[next].managerA}).Sessions(context.Background())
-		return err == nil && len(hs) == 1 && hs[0].RemoteAddr != ""
+	eventually(t, "the sessions of lock and watch to be attached at the new leader", func() bool {
+		ss, err := (&manager.Client{Addr: tc.nodes[next].managerA}).Sessions(context.Background())
+		return err == nil && len(ss) == 2 && ss[0].RemoteAddr != "" && ss[1].RemoteAddr != ""
 	})
 	if hs := tc.holders(t, next, "failover/k"); len(hs) != 1 || hs[0].Token != token {
 		t.Fatalf("the new leader lists %+v, want the token %d of the command", hs, token)
@@ -298,6 +308,19 @@ func TestLockCommandSurvivesTheLeadersDeath(t *testing.T) {
 	}
 	if hs := tc.holders(t, next, "failover/k"); len(hs) != 0 {
 		t.Fatalf("after the command the key is held: %+v", hs)
+	}
+	// The watch followed the leader too: a gap where it moved, then the
+	// command's release.
+	eventually(t, "watch to see the release after the failover", func() bool {
+		return strings.Contains(watch.output(), "released failover/k token="+strconv.FormatUint(token, 10))
+	})
+	out := watch.output()
+	if gap := strings.Index(out, " gap\n"); gap < 0 || gap > strings.Index(out, "released failover/k") {
+		t.Errorf("watch printed no gap before the release:\n%s", out)
+	}
+	watch.signal(syscall.SIGINT)
+	if r := watch.wait(t); r.code != exitSignalBase+exitCode(syscall.SIGINT) || r.stderr != "" {
+		t.Errorf("watch after SIGINT = %d %q", r.code, r.stderr)
 	}
 	// Every node given, the dead one too: each command finds a node that
 	// serves it, and the management commands reach the leader.

@@ -30,7 +30,8 @@ type lockOptions struct {
 
 // sessionRequest is the session of a lock with a command.
 func (o *lockOptions) sessionRequest() sessionRequest {
-	return sessionRequest{keyRequest: o.keyRequest, clientOptions: o.clientOptions, token: o.token, ttl: o.session.TTL}
+	return sessionRequest{keyRequest: o.keyRequest, clientOptions: o.clientOptions, token: o.token, ttl: o.session.TTL,
+		timeout: o.timeout}
 }
 
 // waitOptions are -n and -w as acquire options of a session.

@@ -125,10 +125,20 @@ type sessionRequest struct {
 	clientOptions []lockingcenter.Option // source, timeouts and TLS
 	token         string
 	ttl           time.Duration // 0: the server's
+	timeout       time.Duration // the read timeout (--timeout): how long a cluster between leaders is waited for
+}
+
+// sessionRequest returns the session request for key, with the global
+// flags and a session TTL of ttl (0: the server's).
+func (f *factory) sessionRequest(key string, ttl time.Duration) sessionRequest {
+	return sessionRequest{keyRequest: f.keyRequest(key), clientOptions: f.clientOptions(), token: f.global.Token, ttl: ttl,
+		timeout: f.global.Timeout}
 }
 
 // open opens a session at the request's addresses, which follows their
-// leader; a signal gives up (interruptibly). what names the request.
+// leader; a signal gives up (interruptibly). A cluster between leaders,
+// whose nodes name none, is asked again for up to the read timeout
+// (--timeout). what names the request.
 func (r sessionRequest) open(ctx context.Context, what string) (*lockingcenter.Session, error) {
 	sessOpts := []lockingcenter.SessionOption{lockingcenter.WithTTL(r.ttl), lockingcenter.WithToken(r.token)}
 	for _, o := range r.clientOptions {
@@ -136,9 +146,21 @@ func (r sessionRequest) open(ctx context.Context, what string) (*lockingcenter.S
 	}
 	var sess *lockingcenter.Session
 	err := interruptibly(ctx, r.Signals, what, func(ctx context.Context) error {
-		var err error
-		sess, err = lockingcenter.NewSession(ctx, r.Client.Addr(), sessOpts...)
-		return err
+		deadline := time.Now().Add(r.timeout)
+		pause := 50 * time.Millisecond
+		for {
+			var err error
+			sess, err = lockingcenter.NewSession(ctx, r.Client.Addr(), sessOpts...)
+			if !errors.Is(err, lockingcenter.ErrClusterNoLeader) || !time.Now().Add(pause).Before(deadline) {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, 200*time.Millisecond)
+		}
 	}, func() error { return sess.Close() })
 	return sess, err
 }

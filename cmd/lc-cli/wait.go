@@ -23,7 +23,7 @@ and this source holds nothing. SIGINT, SIGTERM, SIGHUP or SIGQUIT while waiting
 stop the wait (exit 128+N) and leave no request queued on the server.`,
 		Args: in.oneKey,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.sessionRequest = sessionRequest{keyRequest: f.keyRequest(in.value), clientOptions: f.clientOptions(), token: f.global.Token}
+			opts.sessionRequest = f.sessionRequest(in.value, 0)
 			return runWait(cmd.Context(), opts)
 		},
 	}

@@ -61,8 +61,7 @@ line on stderr.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.sessionRequest = sessionRequest{keyRequest: f.keyRequest(opts.Prefix), clientOptions: f.clientOptions(),
-				token: f.global.Token, ttl: ttl}
+			opts.sessionRequest = f.sessionRequest(opts.Prefix, ttl)
 			opts.Stdout, opts.Location = cmd.OutOrStdout(), f.sys.Location
 			return runWatch(cmd.Context(), opts)
 		},
