@@ -101,8 +101,14 @@ func (m *managers) atLeader(ctx context.Context, reads bool, call func(context.C
 			}
 		case errors.Is(err, manager.ErrFailed):
 			j, lerr := m.leaderOf(ctx, c)
-			if lerr == nil && j >= 0 && j < len(gone) && gone[j] {
+			switch {
+			case lerr == nil && j >= 0 && j < len(gone) && gone[j]:
 				lerr = errNotLeading // named, but it did not answer: the others have yet to elect another
+			case lerr == nil && j == i:
+				// The leader refused, and took the token for its member
+				// list: it leads but does not serve yet (just elected),
+				// or cannot confirm its lead (no quorum).
+				lerr = errNotLeading
 			}
 			if errors.Is(lerr, errNotLeading) && time.Now().Add(pause).Before(deadline) {
 				select {
@@ -118,7 +124,7 @@ func (m *managers) atLeader(ctx context.Context, reads bool, call func(context.C
 			if lerr != nil {
 				return fmt.Errorf("%w; %w", err, lerr)
 			}
-			if j < 0 || j == i {
+			if j < 0 {
 				return err
 			}
 			i = j
