@@ -21,13 +21,10 @@ import (
 	"github.com/locking-center/locking-center/manager"
 )
 
-// lcdOnce builds lcd once for the tests that start a cluster.
+// lcdOnce builds lcd once for the tests that start a cluster, beside the
+// lc-cli of TestMain, whose directory goes with it.
 var lcdOnce = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "lc-cli-lcd-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "lcd")
+	bin := filepath.Join(filepath.Dir(binary), "lcd")
 	if out, err := exec.Command("go", "build", "-o", bin, "../lcd").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build lcd: %v\n%s", err, out)
 	}
