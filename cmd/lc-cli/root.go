@@ -142,7 +142,7 @@ the command, or lc-cli while waiting, ended by signal N.`,
 	fs := root.PersistentFlags()
 	fs.StringVar(&f.global.Address, "address", defaultAddress, "mutex port of the server, host:port; for a cluster, a comma list of its nodes, whose leader lc-cli follows [$LC_ADDRESS]")
 	fs.StringVar(&f.global.ManagerAddress, "manager-address", defaultManagerAddress, "management port of the server, host:port, or a comma list in the order of --address; when only --address is given, each one's host and port+1, as lcd does [$LC_MANAGER_ADDRESS]")
-	fs.StringVar(&f.global.Source, "source", defaultSource(sys.Hostname), "owner name sent with lock and trylock, at most 127 bytes; reset -s matches it [$LC_SOURCE]")
+	fs.StringVar(&f.global.Source, "source", defaultSource(sys.Hostname), "owner name sent with lock, trylock, wait and watch, at most 127 bytes; reset -s matches it [$LC_SOURCE]")
 	fs.DurationVar(&f.global.ConnectTimeout, "connect-timeout", defaultConnectTimeout, "bound on each TCP connect; a server that does not accept in time is a failure [$LC_CONNECT_TIMEOUT]")
 	fs.StringVar(&f.global.Token, "token", "", "token for a server with authentication on: sent by the sessions of lock --, wait and watch, and by the management commands; prefer LC_TOKEN, as arguments show in ps [$LC_TOKEN]")
 	fs.BoolVar(&f.global.TLS.On, "tls", false, "speak TLS to every port, verifying the server against the system's roots unless --tls-ca is given [$LC_TLS]")
