@@ -97,7 +97,7 @@ func (m *managers) atLeader(ctx context.Context, reads bool, call func(context.C
 		case unreached(err) || reads && errors.Is(err, os.ErrDeadlineExceeded):
 			mark(&gone, i)
 			if i = untried(); i < 0 {
-				return err
+				return m.noneAnswered(err)
 			}
 		case errors.Is(err, manager.ErrFailed):
 			j, lerr := m.leaderOf(ctx, c)
@@ -182,7 +182,16 @@ func (m *managers) atAny(ctx context.Context, reads bool, call func(context.Cont
 			return err
 		}
 	}
-	return err
+	return m.noneAnswered(err)
+}
+
+// noneAnswered is err, the last node's, when no node of several took the
+// request: it says so.
+func (m *managers) noneAnswered(err error) error {
+	if len(m.addrs) < 2 {
+		return err
+	}
+	return fmt.Errorf("none of %s answered; the last: %w", m.Addr(), err)
 }
 
 // unreached reports whether err is a connect that reached no server
