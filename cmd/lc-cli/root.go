@@ -28,7 +28,7 @@ const (
 type globalOptions struct {
 	Address        string        // mutex ports, host:port or a comma list of the nodes of a cluster
 	ManagerAddress string        // management ports, likewise, in the order of Address
-	Source         string        // owner name sent with lock and trylock, 0..127 bytes
+	Source         string        // owner name sent with v1 requests and as a session's name, 0..127 bytes
 	ConnectTimeout time.Duration // bound on each TCP connect, positive
 	Timeout        time.Duration // bound on the answer of a request that does not wait for a key, positive
 	Token          string        // sent to a server with authentication on; empty: none
@@ -104,8 +104,8 @@ var envSettings = []envSetting{
 }
 
 // oldTLSFlags are the TLS flags' names before they said TLS: hidden
-// aliases, for one release, that warn on stderr. --key read as the key of
-// a lock (lc-cli lock --key foo -- cmd).
+// aliases, for one release, that warn on stderr. --key read as a lock's
+// key (lc-cli lock --key foo -- cmd).
 var oldTLSFlags = []struct{ old, now string }{{"ca", "tls-ca"}, {"cert", "tls-cert"}, {"key", "tls-key"}}
 
 func newRootCommand(sys system) (*cobra.Command, *factory) {
@@ -122,10 +122,10 @@ Each global flag can also be set by its environment variable, shown in
 brackets; a flag on the command line wins.
 
 Exit codes: 0 success, 1 trylock, lock -n or lock -w found the key held
-by another, 2 any
-failure (one line on stderr), 127 the command of lock -- could not be
-started. lock -- otherwise exits with its command's code, and 128+N when
-the command, or lc-cli while waiting, ended by signal N.`,
+by another, 2 any failure (one line on stderr), 127 the command of
+lock -- could not be started. lock -- otherwise exits with its command's
+code, and 128+N when the command, or lc-cli while waiting, ended by
+signal N.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
