@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 	"unicode/utf8"
@@ -166,15 +167,16 @@ func runLock(ctx context.Context, opts *lockOptions) error {
 		return asFailure(opts.do(ctx, "lock", opts.Client.Lock, opts.release))
 	}
 	// -w: the wait ends with the connection, which withdraws the request.
-	ran := false
+	ranOut := false
 	err := opts.do(ctx, "lock", func(ctx context.Context, key string) error {
 		ctx, cancel := context.WithTimeout(ctx, opts.Wait)
 		defer cancel()
 		err := opts.Client.Lock(ctx, key)
-		ran = err != nil && ctx.Err() == context.DeadlineExceeded
+		ranOut = err != nil && ctx.Err() == context.DeadlineExceeded
 		return err
 	}, opts.release)
-	if ran {
+	var signaled *exitError
+	if ranOut && !errors.As(err, &signaled) {
 		return &exitError{code: exitBusy}
 	}
 	return asFailure(err)
