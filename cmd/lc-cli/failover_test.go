@@ -25,7 +25,7 @@ import (
 // lc-cli of TestMain, whose directory goes with it.
 var lcdOnce = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(filepath.Dir(binary), "lcd")
-	if out, err := exec.Command("go", "build", "-o", bin, "../lcd").CombinedOutput(); err != nil {
+	if out, err := exec.Command(goTool(), "build", "-o", bin, "../lcd").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build lcd: %v\n%s", err, out)
 	}
 	return bin, nil
