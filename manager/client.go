@@ -223,7 +223,7 @@ func (c *Client) call(ctx context.Context, op string, req Request) ([]byte, erro
 	}
 	switch {
 	case len(resp) == 0:
-		return fail(io.ErrUnexpectedEOF)
+		return fail(fmt.Errorf("the server closed the connection before it answered: %w", io.ErrUnexpectedEOF))
 	case len(resp) > maxResponse:
 		return fail(errors.New("response too large"))
 	case resp[0] == statusFailed && isMembership(req.Cmd):

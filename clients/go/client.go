@@ -79,6 +79,9 @@
 //	s, err := lockingcenter.NewSession(ctx, "10.0.0.1:22119,10.0.0.2:22119,10.0.0.3:22119")
 //
 // A v1 Client needs one address only: every node forwards v1 to the leader.
+// Given a comma list, it dials the next address when one does not accept
+// the connection (a node that is down), so any live node takes the
+// request; a request is sent once, to one node.
 //
 // docs/protocol.md gives the bytes.
 //
@@ -100,6 +103,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"time"
 )
 
@@ -153,6 +157,8 @@ var (
 // safe for concurrent use.
 type Client struct {
 	addr           string
+	addrs          []string      // addr's addresses, in order
+	at             atomic.Uint32 // index in addrs of the address that accepted last
 	source         string
 	connectTimeout time.Duration
 	readTimeout    time.Duration
@@ -194,16 +200,22 @@ func WithReadTimeout(d time.Duration) Option {
 // plain TCP. The client does not modify cfg.
 func WithTLS(cfg *tls.Config) Option { return func(c *Client) { c.tls = cfg } }
 
-// New returns a client of the mutex port at addr ("host:port").
+// New returns a client of the mutex port at addr ("host:port", or a comma
+// list of the nodes of a cluster: each call dials them in turn, from the
+// one that accepted last, until one accepts).
 func New(addr string, opts ...Option) *Client {
-	c := &Client{addr: addr, connectTimeout: DefaultConnectTimeout, readTimeout: DefaultReadTimeout}
+	c := &Client{addr: addr, addrs: sessionAddresses(addr, nil), connectTimeout: DefaultConnectTimeout, readTimeout: DefaultReadTimeout}
+	if len(c.addrs) == 0 {
+		c.addrs = []string{addr}
+	}
 	for _, o := range opts {
 		o(c)
 	}
 	return c
 }
 
-// Addr returns the address the client dials.
+// Addr returns the address the client was given (a comma list for
+// several).
 func (c *Client) Addr() string { return c.addr }
 
 // Lock blocks until key is granted to this client, however long that takes.
@@ -283,16 +295,18 @@ func (c *Client) call(ctx context.Context, op, name string, action byte, key, so
 	if len(source) > MaxSourceLen {
 		return 0, fmt.Errorf("%s %q: %w", op, name, ErrInvalidSource)
 	}
+	addr := c.addr
 	fail := func(err error) (byte, error) {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			err = ctxErr
 		}
-		return 0, fmt.Errorf("%s %q at %s: %w", op, name, c.addr, err)
+		return 0, fmt.Errorf("%s %q at %s: %w", op, name, addr, err)
 	}
-	conn, err := c.connect(ctx)
+	conn, at, err := c.connect(ctx)
 	if err != nil {
 		return fail(err)
 	}
+	addr = at
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
@@ -306,6 +320,9 @@ func (c *Client) call(ctx context.Context, op, name string, action byte, key, so
 	}
 	var a [1]byte
 	if _, err := io.ReadFull(conn, a[:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("the server closed the connection before it answered: %w", err)
+		}
 		return fail(c.timedOut(err))
 	}
 	switch a[0] {
@@ -318,17 +335,51 @@ func (c *Client) call(ctx context.Context, op, name string, action byte, key, so
 	case answerFailed:
 		return fail(ErrFailed)
 	}
+	if a[0] == 'H' && looksHTTP(conn) {
+		return fail(fmt.Errorf("%w: an HTTP answer (is this the HTTP API's or the metrics port, not the mutex port?)", ErrProtocol))
+	}
 	return fail(fmt.Errorf("%w %q", ErrProtocol, a[0]))
 }
 
+// looksHTTP reports whether what follows an answer 'H' on conn is the
+// rest of an HTTP status line's "HTTP/".
+func looksHTTP(conn net.Conn) bool {
+	var b [4]byte
+	_, err := io.ReadFull(conn, b[:])
+	return err == nil && string(b[:]) == "TTP/"
+}
+
 // connect dials the server, and shakes hands with WithTLS, within the
-// connect timeout.
-func (c *Client) connect(ctx context.Context) (net.Conn, error) {
+// connect timeout: each address in turn, from the one that accepted last,
+// until one accepts. It returns the connection and its address.
+func (c *Client) connect(ctx context.Context) (net.Conn, string, error) {
 	d := &net.Dialer{Timeout: c.connectTimeout}
-	if c.tls == nil {
-		return d.DialContext(ctx, "tcp", c.addr)
+	dial := d.DialContext
+	if c.tls != nil {
+		dial = (&tls.Dialer{NetDialer: d, Config: c.tls}).DialContext
 	}
-	return (&tls.Dialer{NetDialer: d, Config: c.tls}).DialContext(ctx, "tcp", c.addr)
+	first := int(c.at.Load())
+	var err error
+	for i := range c.addrs {
+		at := (first + i) % len(c.addrs)
+		var conn net.Conn
+		if conn, err = dial(ctx, "tcp", c.addrs[at]); err == nil {
+			c.at.Store(uint32(at))
+			return conn, c.addrs[at], nil
+		}
+		if ctx.Err() != nil || !dialFailed(err) {
+			break
+		}
+	}
+	return nil, c.addr, err
+}
+
+// dialFailed reports whether err is a connect that did not reach a server
+// (refused, unreachable, timed out), where another node may do better; a
+// TLS handshake that failed is not.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // timedOut says so when err is the read timeout running out.

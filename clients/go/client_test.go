@@ -260,3 +260,44 @@ func TestZeroReadTimeoutWaitsForTheContext(t *testing.T) {
 		t.Fatalf("TryLock without a read timeout = %v, want the context's deadline", err)
 	}
 }
+
+// A client given several addresses takes each request to the first that
+// accepts the connection, and names it in its errors.
+func TestClientDialsTheNextAddress(t *testing.T) {
+	dead := lockingcenter.DeadAddr(t)
+	c := lockingcenter.New(dead + "," + serverAddr)
+	ctx := context.Background()
+	if err := c.TryLock(ctx, "addresses"); err != nil {
+		t.Fatalf("trylock past a dead address: %v", err)
+	}
+	if err := c.Unlock(ctx, "addresses"); err != nil {
+		t.Fatalf("unlock: %v", err)
+	}
+	err := lockingcenter.New(dead+" , "+lockingcenter.DeadAddr(t)).Unlock(ctx, "addresses")
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("unlock with every address dead: %v", err)
+	}
+}
+
+// An HTTP port named as the mutex port is said to be one.
+func TestClientNamesAnHTTPAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+		c.Close()
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	err = lockingcenter.New(ln.Addr().String()).Unlock(context.Background(), "k")
+	if !errors.Is(err, lockingcenter.ErrProtocol) || !strings.Contains(err.Error(), "HTTP") {
+		t.Fatalf("unlock at an HTTP port: %v", err)
+	}
+}

@@ -282,7 +282,9 @@ type heldItem struct {
 // turn, and follows a node that names the leader (GOODBYE not_leader), so
 // it opens the session at the leader; it fails when none took it. Errors:
 // ErrInvalidSource, a network error, or an error matching ErrFailed when
-// the server refused the session (from every address: the last one's).
+// the server refused the session (from every address: the last one's),
+// ErrClusterNoLeader among them when the nodes know no leader to send it
+// to (an election: try again).
 func NewSession(ctx context.Context, addr string, opts ...SessionOption) (*Session, error) {
 	cfg := sessionConfig{connectTimeout: DefaultConnectTimeout, readTimeout: DefaultReadTimeout}
 	for _, o := range opts {
@@ -1030,8 +1032,14 @@ func goodbye(f *frame) error {
 	return &goodbyeError{code: code, message: string(msg), leader: string(leader)}
 }
 
+// Error names the sentinel, the code and the server's message; a message
+// that only says again what the sentinel says is left out.
 func (e *goodbyeError) Error() string {
-	return fmt.Sprintf("%v: the server said goodbye: %s: %s", e.Unwrap(), codeName(e.code), e.message)
+	s := fmt.Sprintf("%v: the server said goodbye (%s)", e.Unwrap(), codeName(e.code))
+	if e.message != "" && !strings.HasSuffix(e.Unwrap().Error(), e.message) {
+		s += ": " + e.message
+	}
+	return s
 }
 
 func (e *goodbyeError) Unwrap() error {
@@ -1046,6 +1054,8 @@ func (e *goodbyeError) Unwrap() error {
 		return ErrRateLimited
 	case codeOverLimit:
 		return ErrOverLimit
+	case codeNotLeader:
+		return ErrClusterNoLeader
 	}
 	return ErrFailed
 }

@@ -143,3 +143,25 @@ func TestSessionHelloRefused(t *testing.T) {
 		t.Fatalf("NewSession: %v, want ErrFailed naming unsupported", err)
 	}
 }
+
+// A GOODBYE names its sentinel and code, and its message only when the
+// message adds to them.
+func TestGoodbyeErrorSaysItOnce(t *testing.T) {
+	for _, tc := range []struct {
+		err  *goodbyeError
+		want string
+	}{
+		{&goodbyeError{code: codeUnauthenticated, message: "authentication failed"},
+			"lockingcenter: authentication failed: the server said goodbye (unauthenticated)"},
+		{&goodbyeError{code: codeNotLeader, message: "this node does not lead its cluster"},
+			"lockingcenter: server refused the request: no node leads the cluster now: the server said goodbye (not_leader): this node does not lead its cluster"},
+		{&goodbyeError{code: codeUnauthenticated}, "lockingcenter: authentication failed: the server said goodbye (unauthenticated)"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.err, got, tc.want)
+		}
+		if !errors.Is(tc.err, tc.err.Unwrap()) {
+			t.Errorf("%+v does not match its sentinel", tc.err)
+		}
+	}
+}

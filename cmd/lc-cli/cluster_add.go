@@ -11,7 +11,7 @@ import (
 
 type clusterAddOptions struct {
 	Signals <-chan os.Signal
-	Manager *manager.Client
+	Manager *managers
 	Member  manager.Member
 }
 
@@ -47,7 +47,7 @@ success.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := f.managerClient()
+			m, err := f.managers()
 			if err != nil {
 				return err
 			}
@@ -62,8 +62,8 @@ success.`,
 
 func runClusterAdd(ctx context.Context, opts *clusterAddOptions) error {
 	m := opts.Manager
-	what := fmt.Sprintf("add member %q at %s", opts.Member.ID, m.Addr)
+	what := fmt.Sprintf("add member %q at %s", opts.Member.ID, m.Addr())
 	return asFailure(interruptibly(ctx, opts.Signals, what, func(ctx context.Context) error {
-		return m.AddMember(ctx, opts.Member)
+		return m.atAny(ctx, false, func(ctx context.Context, c *manager.Client) error { return c.AddMember(ctx, opts.Member) })
 	}, nil))
 }

@@ -14,12 +14,13 @@ import (
 type clusterListOptions struct {
 	Stdout  io.Writer
 	Signals <-chan os.Signal
-	Manager *manager.Client
+	Manager *managers
+	Output  outputFormat // -o
 }
 
 func newClusterListCommand(f *factory) *cobra.Command {
 	opts := &clusterListOptions{}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the nodes of the cluster",
 		Long: `cluster list prints the nodes of the cluster, one row each, sorted by id,
@@ -37,7 +38,7 @@ itself (it is asked, for at most 2 s):
   APPLIED       the position of the last log entry it applied`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := f.managerClient()
+			m, err := f.managers()
 			if err != nil {
 				return err
 			}
@@ -45,17 +46,57 @@ itself (it is asked, for at most 2 s):
 			return runClusterList(cmd.Context(), opts)
 		},
 	}
+	addOutputFlag(cmd, &opts.Output, `{"members":[...]}`)
+	return cmd
+}
+
+// jsonMember is a row of cluster list in JSON.
+type jsonMember struct {
+	ID            string  `json:"id"`
+	Raft          string  `json:"raft"`
+	Client        *string `json:"client"` // null when unknown
+	Voter         bool    `json:"voter"`
+	Leader        bool    `json:"leader"`
+	Reachable     bool    `json:"reachable"`
+	State         *string `json:"state"`           // null when it did not answer
+	LastContactMS *int64  `json:"last_contact_ms"` // null for the leader, or when unknown
+	Applied       *uint64 `json:"applied"`         // null when it did not answer
+}
+
+// membersJSON returns ms as cluster list -o json prints them.
+func membersJSON(ms []manager.Member) []jsonMember {
+	out := []jsonMember{}
+	for _, x := range ms {
+		m := jsonMember{ID: x.ID, Raft: x.RaftAddress, Client: jsonOptional(x.ClientAddress), Voter: x.Voter,
+			Leader: x.Leader, Reachable: x.Reachable}
+		if x.Reachable {
+			m.State, m.Applied = jsonOptional(x.State), &x.Applied
+			if x.LastContact >= 0 && x.State != "Leader" {
+				ms := jsonMillis(x.LastContact)
+				m.LastContactMS = &ms
+			}
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 func runClusterList(ctx context.Context, opts *clusterListOptions) error {
 	m := opts.Manager
 	var ms []manager.Member
-	err := interruptibly(ctx, opts.Signals, "list members at "+m.Addr, func(ctx context.Context) (err error) {
-		ms, err = m.Members(ctx)
-		return err
+	err := interruptibly(ctx, opts.Signals, "list members at "+m.Addr(), func(ctx context.Context) (err error) {
+		return m.atAny(ctx, true, func(ctx context.Context, c *manager.Client) (err error) {
+			ms, err = c.Members(ctx)
+			return err
+		})
 	}, nil)
 	if err != nil {
 		return asFailure(err)
+	}
+	if opts.Output == outputJSON {
+		return writeJSON(opts.Stdout, struct {
+			Members []jsonMember `json:"members"`
+		}{membersJSON(ms)})
 	}
 	t := table{
 		header: []string{"ID", "RAFT", "CLIENT", "SUFFRAGE", "LEADER", "STATE", "LAST-CONTACT", "APPLIED"},

@@ -11,7 +11,7 @@ import (
 
 type clusterRemoveOptions struct {
 	Signals <-chan os.Signal
-	Manager *manager.Client
+	Manager *managers
 	ID      string
 }
 
@@ -32,7 +32,7 @@ cannot be removed. It prints nothing on success.`,
 			return checkNodeID(opts.ID)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := f.managerClient()
+			m, err := f.managers()
 			if err != nil {
 				return err
 			}
@@ -44,8 +44,8 @@ cannot be removed. It prints nothing on success.`,
 
 func runClusterRemove(ctx context.Context, opts *clusterRemoveOptions) error {
 	m := opts.Manager
-	what := fmt.Sprintf("remove member %q at %s", opts.ID, m.Addr)
+	what := fmt.Sprintf("remove member %q at %s", opts.ID, m.Addr())
 	return asFailure(interruptibly(ctx, opts.Signals, what, func(ctx context.Context) error {
-		return m.RemoveMember(ctx, opts.ID)
+		return m.atAny(ctx, false, func(ctx context.Context, c *manager.Client) error { return c.RemoveMember(ctx, opts.ID) })
 	}, nil))
 }

@@ -11,7 +11,7 @@ import (
 
 type clusterTransferOptions struct {
 	Signals <-chan os.Signal
-	Manager *manager.Client
+	Manager *managers
 	ID      string // "": any voter that is up to date
 }
 
@@ -36,7 +36,7 @@ withdrawn and asked again by their clients. It prints nothing on success.`,
 			return usagef("cluster transfer takes at most one node id, got %d arguments (see lc-cli cluster transfer --help)", len(args))
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := f.managerClient()
+			m, err := f.managers()
 			if err != nil {
 				return err
 			}
@@ -48,11 +48,11 @@ withdrawn and asked again by their clients. It prints nothing on success.`,
 
 func runClusterTransfer(ctx context.Context, opts *clusterTransferOptions) error {
 	m := opts.Manager
-	what := fmt.Sprintf("transfer leadership to %q at %s", opts.ID, m.Addr)
+	what := fmt.Sprintf("transfer leadership to %q at %s", opts.ID, m.Addr())
 	if opts.ID == "" {
-		what = "transfer leadership at " + m.Addr
+		what = "transfer leadership at " + m.Addr()
 	}
 	return asFailure(interruptibly(ctx, opts.Signals, what, func(ctx context.Context) error {
-		return m.TransferLeadership(ctx, opts.ID)
+		return m.atAny(ctx, false, func(ctx context.Context, c *manager.Client) error { return c.TransferLeadership(ctx, opts.ID) })
 	}, nil))
 }

@@ -21,9 +21,10 @@ const acquiredLayout = "2006-01-02 15:04:05"
 type keysOptions struct {
 	Stdout   io.Writer
 	Signals  <-chan os.Signal
-	Manager  *manager.Client
+	Manager  *managers
 	Detail   bool           // -d: one row per holder instead of the bare keys
 	Location *time.Location // zone of the ACQUIRED column
+	Output   outputFormat   // -o
 }
 
 func newKeysCommand(f *factory) *cobra.Command {
@@ -58,7 +59,7 @@ semaphore has a row for each of its holders):
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Stdout = cmd.OutOrStdout()
 			opts.Signals = f.sys.Signals
-			m, err := f.managerClient()
+			m, err := f.managers()
 			if err != nil {
 				return err
 			}
@@ -68,6 +69,7 @@ semaphore has a row for each of its holders):
 		},
 	}
 	cmd.Flags().BoolVarP(&opts.Detail, "detail", "d", false, "show source, remote address, acquired time, held duration, waiters, token, session, mode, lease and the holder's note")
+	addOutputFlag(cmd, &opts.Output, `{"keys":[...]}, with -d {"holders":[...]}`)
 	return cmd
 }
 
@@ -75,18 +77,33 @@ func runKeys(ctx context.Context, opts *keysOptions) error {
 	m := opts.Manager
 	var holders []manager.Holder
 	var keys []string
-	err := interruptibly(ctx, opts.Signals, "list keys at "+m.Addr, func(ctx context.Context) (err error) {
-		if opts.Detail {
-			holders, err = m.Holders(ctx)
-		} else {
-			keys, err = m.Keys(ctx)
-		}
-		return err
+	err := interruptibly(ctx, opts.Signals, "list keys at "+m.Addr(), func(ctx context.Context) (err error) {
+		return m.atLeader(ctx, true, func(ctx context.Context, c *manager.Client) (err error) {
+			if opts.Detail {
+				holders, err = c.Holders(ctx)
+			} else {
+				keys, err = c.Keys(ctx)
+			}
+			return err
+		})
 	}, nil)
 	if err != nil {
 		return asFailure(err)
 	}
-	if opts.Detail {
+	switch {
+	case opts.Output == outputJSON && opts.Detail:
+		return writeJSON(opts.Stdout, struct {
+			Holders []jsonHolder `json:"holders"`
+		}{holdersJSON(holders)})
+	case opts.Output == outputJSON:
+		out := struct {
+			Keys []jsonKey `json:"keys"`
+		}{Keys: []jsonKey{}}
+		for _, k := range keys {
+			out.Keys = append(out.Keys, jsonKey{jsonText(k), hexOf(k)})
+		}
+		return writeJSON(opts.Stdout, out)
+	case opts.Detail:
 		return writeHolders(opts.Stdout, holders, opts.Location)
 	}
 	for _, k := range keys {
@@ -135,6 +152,69 @@ func writeHolders(w io.Writer, holders []manager.Holder, loc *time.Location) err
 	}
 	_, err := io.WriteString(w, t.String())
 	return err
+}
+
+// jsonKey is a key in JSON.
+type jsonKey struct {
+	Key    *string `json:"key"`     // null when the key is not UTF-8
+	KeyHex string  `json:"key_hex"` // its bytes
+}
+
+// jsonHolder is a row of keys -d in JSON.
+type jsonHolder struct {
+	jsonKey
+	Source    *string `json:"source"` // null when unknown or not UTF-8
+	SourceHex string  `json:"source_hex"`
+	Remote    *string `json:"remote"`
+	Acquired  string  `json:"acquired"`
+	HeldMS    int64   `json:"held_ms"`
+	Waiters   int     `json:"waiters"`
+	Token     *string `json:"token"`
+	Session   *string `json:"session"` // null for a v1 lock
+	Mode      string  `json:"mode"`    // exclusive or shared
+	Limit     uint32  `json:"limit"`   // 1, or N for a semaphore
+	Count     uint32  `json:"count"`   // times a reentrant holder holds it
+	Holders   int     `json:"holders"`
+	LeaseMS   *int64  `json:"lease_ms"` // null when the lock has no lease
+	Note      *string `json:"note"`
+}
+
+// holdersJSON returns holders as keys -d -o json prints them.
+func holdersJSON(holders []manager.Holder) []jsonHolder {
+	perKey := map[string]int{}
+	for _, h := range holders {
+		perKey[h.Key]++
+	}
+	out := []jsonHolder{}
+	for _, h := range holders {
+		mode := "exclusive"
+		if h.Mode == mutex.Shared {
+			mode = "shared"
+		}
+		var lease *int64
+		if h.Lease >= 0 && h.Session != 0 {
+			ms := jsonMillis(h.Lease)
+			lease = &ms
+		}
+		out = append(out, jsonHolder{
+			jsonKey:   jsonKey{jsonText(h.Key), hexOf(h.Key)},
+			Source:    jsonOptional(h.Source),
+			SourceHex: hexOf(h.Source),
+			Remote:    jsonOptional(h.RemoteAddr),
+			Acquired:  jsonTime(h.Acquired),
+			HeldMS:    jsonMillis(h.Held),
+			Waiters:   h.Waiters,
+			Token:     jsonID(h.Token),
+			Session:   jsonID(h.Session),
+			Mode:      mode,
+			Limit:     max(h.Limit, 1),
+			Count:     max(h.Count, 1),
+			Holders:   perKey[h.Key],
+			LeaseMS:   lease,
+			Note:      jsonOptional(h.Note),
+		})
+	}
+	return out
 }
 
 // modeOf names how h holds its key: exclusive, shared or semaphore/N,

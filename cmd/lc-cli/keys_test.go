@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locking-center/locking-center/manager"
 	"github.com/locking-center/locking-center/mutex"
 )
 
@@ -61,7 +60,7 @@ func TestKeysDetailLayout(t *testing.T) {
 	var out strings.Builder
 	err := runKeys(context.Background(), &keysOptions{
 		Stdout:   &out,
-		Manager:  &manager.Client{Addr: s.managerAddr},
+		Manager:  &managers{addrs: []string{s.managerAddr}},
 		Detail:   true,
 		Location: time.FixedZone("CEST", 2*60*60),
 	})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 	"unicode/utf8"
@@ -23,6 +24,26 @@ type lockOptions struct {
 	clientOptions []lockingcenter.Option // with a command: source and timeouts of the session
 	timeout       time.Duration          // the read timeout, for messages
 	token         string                 // with a command: the session's token
+
+	NoWait bool          // -n: take the key only if it is free now, else exit 1
+	Wait   time.Duration // -w: wait at most this long, else exit 1; 0: as long as it takes
+}
+
+// sessionRequest is the session of a lock with a command.
+func (o *lockOptions) sessionRequest() sessionRequest {
+	return sessionRequest{keyRequest: o.keyRequest, clientOptions: o.clientOptions, token: o.token, ttl: o.session.TTL,
+		timeout: o.timeout}
+}
+
+// waitOptions are -n and -w as acquire options of a session.
+func (o *lockOptions) waitOptions() []lockingcenter.AcquireOption {
+	switch {
+	case o.NoWait:
+		return []lockingcenter.AcquireOption{lockingcenter.TryOnce()}
+	case o.Wait > 0:
+		return []lockingcenter.AcquireOption{lockingcenter.WithWait(o.Wait)}
+	}
+	return nil
 }
 
 func newLockCommand(f *factory) *cobra.Command {
@@ -58,6 +79,10 @@ SIGQUIT sent to lc-cli go to that whole group. If the command ends by a
 signal, or after one was passed on, whatever is left of its group is
 killed before the key is released. If the release fails, lc-cli exits 2.
 
+-n takes the key only if it is free now, else exits 1 at once; -w D waits
+at most D, else exits 1 with the request withdrawn (-w 0 is -n); both
+work with a command and without, as flock's.
+
 A key that starts with '-' follows a first --: lock -- -key -- command.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			key, command, err := splitLockArgs(args, cmd.ArgsLenAtDash())
@@ -65,6 +90,9 @@ A key that starts with '-' follows a first --: lock -- -key -- command.`,
 				return err
 			}
 			opts.Command = command
+			if err := opts.checkWait(cmd); err != nil {
+				return err
+			}
 			if len(command) == 0 && opts.session.set(cmd) {
 				return usagef("lock: --ttl, --lock-delay, --shared, --limit, --priority and --note need a command after -- (see lc-cli lock --help)")
 			}
@@ -85,7 +113,23 @@ A key that starts with '-' follows a first --: lock -- -key -- command.`,
 	}
 	in.addFlags(cmd, "key")
 	opts.session.addFlags(cmd)
+	cmd.Flags().BoolVarP(&opts.NoWait, "nonblock", "n", false, "take the key only if it is free now; else exit 1 at once (as flock -n)")
+	cmd.Flags().DurationVarP(&opts.Wait, "wait", "w", 0, "wait at most this long for the key; else exit 1, the request withdrawn (as flock -w; 0 is -n)")
 	return cmd
+}
+
+// checkWait refuses -n beside -w and a negative -w, and makes -w 0 -n.
+func (o *lockOptions) checkWait(cmd *cobra.Command) error {
+	waitSet := cmd.Flags().Changed("wait")
+	switch {
+	case o.NoWait && waitSet:
+		return usagef("lock: -n and -w exclude each other (see lc-cli lock --help)")
+	case o.Wait < 0:
+		return usagef("lock: -w %v: want a duration of 0 or more, such as 10s", o.Wait)
+	case waitSet && o.Wait == 0:
+		o.NoWait = true
+	}
+	return nil
 }
 
 // splitLockArgs separates the key from the command. dash is the number of
@@ -116,6 +160,24 @@ func runLock(ctx context.Context, opts *lockOptions) error {
 	if len(opts.Command) > 0 {
 		return runSessionLock(ctx, opts)
 	}
-	err := opts.do(ctx, "lock", opts.Client.Lock, opts.release)
+	if opts.NoWait {
+		return runTryLock(ctx, &tryLockOptions{keyRequest: opts.keyRequest})
+	}
+	if opts.Wait == 0 {
+		return asFailure(opts.do(ctx, "lock", opts.Client.Lock, opts.release))
+	}
+	// -w: the wait ends with the connection, which withdraws the request.
+	ranOut := false
+	err := opts.do(ctx, "lock", func(ctx context.Context, key string) error {
+		ctx, cancel := context.WithTimeout(ctx, opts.Wait)
+		defer cancel()
+		err := opts.Client.Lock(ctx, key)
+		ranOut = err != nil && ctx.Err() == context.DeadlineExceeded
+		return err
+	}, opts.release)
+	var signaled *exitError
+	if ranOut && !errors.As(err, &signaled) {
+		return &exitError{code: exitBusy}
+	}
 	return asFailure(err)
 }

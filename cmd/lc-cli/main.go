@@ -108,7 +108,7 @@ func execute(args []string, sys system) exitCode {
 		if ee.err != nil {
 			msg := ee.err
 			if ee.code == exitFailure {
-				msg = tlsHint(msg, f.tls != nil)
+				msg = f.hint(msg)
 			}
 			report(sys.Stderr, msg)
 		}

@@ -58,11 +58,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "lc-cli")
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	build := exec.Command(gobin, "build", "-o", binary,
+	build := exec.Command(goTool(), "build", "-o", binary,
 		"-ldflags", fmt.Sprintf("-X main.version=%s -X main.commit=%s", testVersion, testCommit), ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -73,6 +69,14 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// goTool is the go command: on PATH, else the toolchain's own.
+func goTool() string {
+	if gobin, err := exec.LookPath("go"); err == nil {
+		return gobin
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
 
 // signalReporter is a command for the tests of signal delivery. As

@@ -46,6 +46,29 @@ func TestManagerAddressFollowsTheMutexAddress(t *testing.T) {
 	}
 }
 
+// A list of mutex addresses gives the list of their management
+// addresses, and a node whose ports are closed is passed over, on both.
+func TestAddressListsPassOverADeadNode(t *testing.T) {
+	deadMutex, deadManager := listenAdjacent(t)
+	dead := deadMutex.Addr().String()
+	deadMutex.Close()
+	deadManager.Close()
+	mutexLn, managerLn := listenAdjacent(t)
+	s := startServerOn(t, mutexLn, managerLn, nil)
+	list := dead + "," + s.addr
+	for _, args := range [][]string{{"trylock", "listed"}, {"keys"}, {"unlock", "listed"}} {
+		r := runInProcess(t, []string{"LC_ADDRESS=" + list}, args...)
+		if r.code != exitOK || args[0] == "keys" && r.stdout != "listed\n" {
+			t.Errorf("%q at %s = %d %q %q", args, list, r.code, r.stdout, r.stderr)
+		}
+	}
+	r := runInProcess(t, nil, "--address", " , ", "trylock", "k")
+	if r.code != exitFailure {
+		t.Errorf("--address of no address = %d", r.code)
+	}
+	oneLine(t, r.stderr, "--address")
+}
+
 func TestGivenManagerAddressWins(t *testing.T) {
 	mutexLn, managerLn := listenAdjacent(t)
 	s := startServerOn(t, mutexLn, managerLn, nil)

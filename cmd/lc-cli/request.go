@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"syscall"
 	"time"
 
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
@@ -51,7 +53,42 @@ func (r keyRequest) do(ctx context.Context, op string, call func(context.Context
 func (r keyRequest) release() error {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	return r.Client.Unlock(ctx, r.Key)
+	return r.unlock(ctx, r.Key)
+}
+
+// unlock releases key. Given several addresses (a cluster), it asks
+// again, within releaseTimeout and twice per address at most, while the
+// answer does not come: the connection cut before it (a leader that died
+// under a follower forwarding the request), no answer in time, no node
+// that takes the connection (between leaders). An unlock is safe to
+// repeat; a lost one would leave the key held until a reset.
+func (r keyRequest) unlock(ctx context.Context, key string) error {
+	ctx, cancel := context.WithTimeout(ctx, releaseTimeout)
+	defer cancel()
+	tries := 2 * len(splitAddresses(r.Client.Addr()))
+	pause := 100 * time.Millisecond
+	for n := 1; ; n++ {
+		err := r.Client.Unlock(ctx, key)
+		if ctx.Err() != nil && n > 1 {
+			return fmt.Errorf("%w (asked %d times within %v, across the nodes: none answered)", err, n, releaseTimeout)
+		}
+		if err == nil || tries == 2 || n == tries || !(cutShort(err) || unreached(err)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (asked %d times within %v, across the nodes: none answered)", err, n, releaseTimeout)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// cutShort reports whether err is a request whose answer did not come:
+// the connection closed or reset before it, or no answer in time.
+func cutShort(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // describe names a request as the clients do in their errors.

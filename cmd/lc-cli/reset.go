@@ -14,7 +14,7 @@ const completionTimeout = 2 * time.Second
 
 type resetOptions struct {
 	Signals  <-chan os.Signal
-	Manager  *manager.Client
+	Manager  *managers
 	Arg      string // the key, or with BySource the source, decoded
 	BySource bool   // -s: release everything Arg holds and withdraw its waiters
 }
@@ -51,7 +51,7 @@ given with --hex (ff00) or --quoted, as keys prints it ('"a\x00b"').`,
 		},
 		ValidArgsFunction: f.completeHeld(in, func() bool { return opts.BySource }),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := f.managerClient()
+			m, err := f.managers()
 			if err != nil {
 				return err
 			}
@@ -68,12 +68,12 @@ given with --hex (ff00) or --quoted, as keys prints it ('"a\x00b"').`,
 
 func runReset(ctx context.Context, opts *resetOptions) error {
 	m := opts.Manager
-	what, reset := describe("reset", opts.Arg, m.Addr), m.ResetKey
+	what, reset := describe("reset", opts.Arg, m.Addr()), (*manager.Client).ResetKey
 	if opts.BySource {
-		what, reset = describe("reset source", opts.Arg, m.Addr), m.ResetSource
+		what, reset = describe("reset source", opts.Arg, m.Addr()), (*manager.Client).ResetSource
 	}
 	return asFailure(interruptibly(ctx, opts.Signals, what, func(ctx context.Context) error {
-		return reset(ctx, opts.Arg)
+		return m.atLeader(ctx, false, func(ctx context.Context, c *manager.Client) error { return reset(c, ctx, opts.Arg) })
 	}, nil))
 }
 
@@ -95,21 +95,25 @@ func (f *factory) completeHeld(in *keyInput, sources func() bool) func(*cobra.Co
 		if len(args) > 0 || f.resolve(cmd.Flags()) != nil {
 			return nil, none
 		}
-		m, err := f.managerClient()
+		m, err := f.managers()
 		if err != nil {
 			return nil, none
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
 		defer cancel()
 		var names []string
-		if sources() {
-			holders, _ := m.Holders(ctx)
+		m.atLeader(ctx, true, func(ctx context.Context, c *manager.Client) error {
+			if !sources() {
+				var err error
+				names, err = c.Keys(ctx)
+				return err
+			}
+			holders, err := c.Holders(ctx)
 			for _, h := range holders {
 				names = append(names, h.Source)
 			}
-		} else {
-			names, _ = m.Keys(ctx)
-		}
+			return err
+		})
 		seen := make(map[string]bool)
 		var out []string
 		for _, name := range names {

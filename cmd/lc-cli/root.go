@@ -4,12 +4,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
@@ -29,9 +26,9 @@ const (
 // globalOptions are the flags every command shares, resolved from the
 // command line, then the environment, then the defaults.
 type globalOptions struct {
-	Address        string        // mutex port, host:port
-	ManagerAddress string        // management port, host:port
-	Source         string        // owner name sent with lock and trylock, 0..127 bytes
+	Address        string        // mutex ports, host:port or a comma list of the nodes of a cluster
+	ManagerAddress string        // management ports, likewise, in the order of Address
+	Source         string        // owner name sent with v1 requests and as a session's name, 0..127 bytes
 	ConnectTimeout time.Duration // bound on each TCP connect, positive
 	Timeout        time.Duration // bound on the answer of a request that does not wait for a key, positive
 	Token          string        // sent to a server with authentication on; empty: none
@@ -46,8 +43,12 @@ type factory struct {
 	// managerErr is why the management address could not be derived from
 	// the mutex address; only the commands that use it fail with it.
 	managerErr error
+	// managerAddrs are the management addresses, one per node.
+	managerAddrs []string
 	// tls is the client TLS of the global flags; nil: plain TCP.
 	tls *tls.Config
+	// certs is what the servers asked of the client certificate.
+	certs certificateSeen
 }
 
 // mutexClient returns a client of the mutex port.
@@ -66,18 +67,21 @@ func (f *factory) clientOptions() []lockingcenter.Option {
 	}
 }
 
-// managerClient returns a client of the management port, or the usage
-// error of a management address that could not be derived.
-func (f *factory) managerClient() (*manager.Client, error) {
+// managers returns the management ports of the nodes, or the usage error
+// of a management address that could not be derived.
+func (f *factory) managers() (*managers, error) {
 	if f.managerErr != nil {
 		return nil, f.managerErr
 	}
-	return &manager.Client{
-		Addr:           f.global.ManagerAddress,
-		ConnectTimeout: f.global.ConnectTimeout,
-		ReadTimeout:    f.global.Timeout,
-		Token:          f.global.Token,
-		TLS:            f.tls,
+	return &managers{
+		mutex: splitAddresses(f.global.Address),
+		addrs: f.managerAddrs,
+		base: manager.Client{
+			ConnectTimeout: f.global.ConnectTimeout,
+			ReadTimeout:    f.global.Timeout,
+			Token:          f.global.Token,
+			TLS:            f.tls,
+		},
 	}, nil
 }
 
@@ -94,26 +98,34 @@ var envSettings = []envSetting{
 	{"timeout", "LC_TIMEOUT"},
 	{"token", "LC_TOKEN"},
 	{"tls", "LC_TLS"},
-	{"ca", "LC_CA_FILE"},
-	{"cert", "LC_CERT_FILE"},
-	{"key", "LC_KEY_FILE"},
+	{"tls-ca", "LC_CA_FILE"},
+	{"tls-cert", "LC_CERT_FILE"},
+	{"tls-key", "LC_KEY_FILE"},
 }
+
+// oldTLSFlags are the TLS flags' names before they said TLS: hidden
+// aliases, for one release, that warn on stderr. --key read as a lock's
+// key (lc-cli lock --key foo -- cmd).
+var oldTLSFlags = []struct{ old, now string }{{"ca", "tls-ca"}, {"cert", "tls-cert"}, {"key", "tls-key"}}
 
 func newRootCommand(sys system) (*cobra.Command, *factory) {
 	f := &factory{sys: sys}
 	root := &cobra.Command{
 		Use:   "lc-cli",
 		Short: "Inspect a Locking-Center lock table and take locks from a shell",
-		Long: `lc-cli talks to a Locking-Center server. keys and reset use the management
-port; lock, trylock, unlock and wait use the mutex port like any client.
+		Long: `lc-cli talks to a Locking-Center server. keys, sessions, reset and cluster
+use the management port; lock, trylock, unlock, wait and watch use the
+mutex port like any client. Given every node of a cluster (--address
+a:22119,b:22119,c:22119), each command follows the leader.
 
 Each global flag can also be set by its environment variable, shown in
 brackets; a flag on the command line wins.
 
-Exit codes: 0 success, 1 trylock found the key held by another, 2 any
-failure (one line on stderr), 127 the command of lock -- could not be
-started. lock -- otherwise exits with its command's code, and 128+N when
-the command, or lc-cli while waiting, ended by signal N.`,
+Exit codes: 0 success, 1 trylock, lock -n or lock -w found the key held
+by another, 2 any failure (one line on stderr), 127 the command of
+lock -- could not be started. lock -- otherwise exits with its command's
+code, and 128+N when the command, or lc-cli while waiting, ended by
+signal N.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -128,15 +140,19 @@ the command, or lc-cli while waiting, ended by signal N.`,
 	})
 
 	fs := root.PersistentFlags()
-	fs.StringVar(&f.global.Address, "address", defaultAddress, "mutex port of the server, host:port [$LC_ADDRESS]")
-	fs.StringVar(&f.global.ManagerAddress, "manager-address", defaultManagerAddress, "management port of the server, host:port; when only --address is given, its host and port+1, as lcd does [$LC_MANAGER_ADDRESS]")
-	fs.StringVar(&f.global.Source, "source", defaultSource(sys.Hostname), "owner name sent with lock and trylock, at most 127 bytes; reset -s matches it [$LC_SOURCE]")
+	fs.StringVar(&f.global.Address, "address", defaultAddress, "mutex port of the server, host:port; for a cluster, a comma list of its nodes, whose leader lc-cli follows [$LC_ADDRESS]")
+	fs.StringVar(&f.global.ManagerAddress, "manager-address", defaultManagerAddress, "management port of the server, host:port, or a comma list in the order of --address; when only --address is given, each one's host and port+1, as lcd does [$LC_MANAGER_ADDRESS]")
+	fs.StringVar(&f.global.Source, "source", defaultSource(sys.Hostname), "owner name sent with lock, trylock, wait and watch, at most 127 bytes; reset -s matches it [$LC_SOURCE]")
 	fs.DurationVar(&f.global.ConnectTimeout, "connect-timeout", defaultConnectTimeout, "bound on each TCP connect; a server that does not accept in time is a failure [$LC_CONNECT_TIMEOUT]")
-	fs.StringVar(&f.global.Token, "token", "", "token for a server with authentication on: sent by lock -- (the session) and the management commands; prefer LC_TOKEN, as arguments show in ps [$LC_TOKEN]")
-	fs.BoolVar(&f.global.TLS.On, "tls", false, "speak TLS to every port, verifying the server against the system's roots unless --ca is given [$LC_TLS]")
-	fs.StringVar(&f.global.TLS.CAFile, "ca", "", "PEM CA certificates the server's certificate must chain to; implies --tls [$LC_CA_FILE]")
-	fs.StringVar(&f.global.TLS.CertFile, "cert", "", "PEM client certificate, for a server that requires one (with --key); implies --tls [$LC_CERT_FILE]")
-	fs.StringVar(&f.global.TLS.KeyFile, "key", "", "PEM private key of --cert [$LC_KEY_FILE]")
+	fs.StringVar(&f.global.Token, "token", "", "token for a server with authentication on: sent by the sessions of lock --, wait and watch, and by the management commands; prefer LC_TOKEN, as arguments show in ps [$LC_TOKEN]")
+	fs.BoolVar(&f.global.TLS.On, "tls", false, "speak TLS to every port, verifying the server against the system's roots unless --tls-ca is given [$LC_TLS]")
+	fs.StringVar(&f.global.TLS.CAFile, "tls-ca", "", "PEM CA certificates the server's certificate must chain to; implies --tls [$LC_CA_FILE]")
+	fs.StringVar(&f.global.TLS.CertFile, "tls-cert", "", "PEM client certificate, for a server that requires one (with --tls-key); implies --tls [$LC_CERT_FILE]")
+	fs.StringVar(&f.global.TLS.KeyFile, "tls-key", "", "PEM private key of --tls-cert [$LC_KEY_FILE]")
+	for _, o := range oldTLSFlags {
+		fs.String(o.old, "", "the old name of --"+o.now)
+		fs.MarkHidden(o.old)
+	}
 	fs.DurationVar(&f.global.Timeout, "timeout", defaultTimeout, "bound on the answer to every request that does not wait for a key (all but lock and the wait of wait); a server that does not answer in time is a failure [$LC_TIMEOUT]")
 
 	root.AddCommand(
@@ -148,6 +164,7 @@ the command, or lc-cli while waiting, ended by signal N.`,
 		newTryLockCommand(f),
 		newUnlockCommand(f),
 		newWaitCommand(f),
+		newWatchCommand(f),
 		newVersionCommand(),
 		newTokenCommand(),
 	)
@@ -175,6 +192,16 @@ func (f *factory) resolve(fs *pflag.FlagSet) error {
 			env[k] = v
 		}
 	}
+	// An old name given is the flag given, over its variable.
+	var old []struct{ old, now string }
+	for _, o := range oldTLSFlags {
+		if fs.Lookup(o.old) == nil || !fs.Changed(o.old) || fs.Changed(o.now) {
+			continue
+		}
+		old = append(old, o)
+		fs.Set(o.now, fs.Lookup(o.old).Value.String())
+		f.global.TLS.OldKey = f.global.TLS.OldKey || o.old == "key"
+	}
 	for _, s := range envSettings {
 		v, ok := env[s.env]
 		if !ok || fs.Changed(s.flag) || fs.Lookup(s.flag) == nil {
@@ -182,6 +209,12 @@ func (f *factory) resolve(fs *pflag.FlagSet) error {
 		}
 		if err := fs.Set(s.flag, v); err != nil {
 			return usagef("$%s=%q: %v", s.env, v, err)
+		}
+	}
+	for _, o := range old {
+		// --key without a certificate is refused with its own message.
+		if o.old != "key" || f.global.TLS.CertFile != "" {
+			fmt.Fprintf(f.sys.Stderr, "lc-cli: warning: --%s is now --%s; the old name goes in the next release\n", o.old, o.now)
 		}
 	}
 	if err := checkSourceLen(f.global.Source); err != nil {
@@ -194,12 +227,22 @@ func (f *factory) resolve(fs *pflag.FlagSet) error {
 		return usagef("timeout %v: want a positive duration such as 10s", f.global.Timeout)
 	}
 	var err error
-	if f.tls, err = f.global.TLS.config(); err != nil {
+	var cert *tls.Certificate
+	if f.tls, cert, err = f.global.TLS.config(); err != nil {
 		return err
 	}
+	if f.tls != nil {
+		f.certs.offer(f.tls, cert)
+	}
+	if len(splitAddresses(f.global.Address)) == 0 {
+		return usagef("--address %q: want host:port, or a comma list of them", f.global.Address)
+	}
 	f.managerErr = nil
+	f.managerAddrs = splitAddresses(f.global.ManagerAddress)
 	if fs.Changed("address") && !fs.Changed("manager-address") {
-		f.global.ManagerAddress, f.managerErr = managerAddressOf(f.global.Address)
+		f.managerAddrs, f.managerErr = managerAddressesOf(splitAddresses(f.global.Address))
+	} else if len(f.managerAddrs) == 0 {
+		return usagef("--manager-address %q: want host:port, or a comma list of them", f.global.ManagerAddress)
 	}
 	return nil
 }
@@ -245,30 +288,13 @@ func checkSourceLen(source string) error {
 
 // failure wraps err, from a client, as an exit with code 2. A bare
 // refusal ('-') of the management port carries no reason, so its message
-// says what most often causes it; a refusal with the server's reason is
-// left as it is.
+// says what most often causes it (a follower's refusal has been followed
+// to the leader by then); a refusal with the server's reason is left as
+// it is.
 func failure(err error) error {
 	var refusal *manager.Refusal
-	if errors.Is(err, manager.ErrFailed) && !(errors.As(err, &refusal) && refusal.Message != "") {
-		err = fmt.Errorf("%w (the server gives no reason: a cluster's follower refuses this, so point --manager-address "+
-			"at the leader (lc-cli cluster list names it); with authentication on, it takes an admin's --token)", err)
+	if errors.Is(err, manager.ErrFailed) && !errors.Is(err, errNotLeading) && !(errors.As(err, &refusal) && refusal.Message != "") {
+		err = fmt.Errorf("%w (the server gives no reason: with authentication on, this takes an admin's --token)", err)
 	}
 	return &exitError{code: exitFailure, err: err}
-}
-
-// tlsHint adds to err, a failure of a run that spoke TLS or not
-// (speaksTLS), what a client and a port of which only one speaks TLS
-// most often see: an answer TLS cannot read, or none.
-func tlsHint(err error, speaksTLS bool) error {
-	var record tls.RecordHeaderError
-	cut := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
-	switch {
-	case speaksTLS && errors.As(err, &record):
-		err = fmt.Errorf("%w (the port does not speak TLS: drop --tls and LC_TLS, or turn TLS on at the server)", err)
-	case speaksTLS && cut:
-		err = fmt.Errorf("%w (if the port does not speak TLS, drop --tls and LC_TLS)", err)
-	case !speaksTLS && (cut || errors.Is(err, os.ErrDeadlineExceeded)):
-		err = fmt.Errorf("%w (if the port speaks TLS, add --tls, and --ca with its CA)", err)
-	}
-	return err
 }

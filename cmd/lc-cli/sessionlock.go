@@ -77,27 +77,13 @@ func (f *sessionLockFlags) acquireOptions() []lockingcenter.AcquireOption {
 func runSessionLock(ctx context.Context, opts *lockOptions) error {
 	addr := opts.Client.Addr()
 	what := describe("lock", opts.Key, addr)
-	sessOpts := []lockingcenter.SessionOption{lockingcenter.WithTTL(opts.session.TTL), lockingcenter.WithToken(opts.token)}
-	for _, o := range opts.clientOptions {
-		sessOpts = append(sessOpts, o)
-	}
-	var sess *lockingcenter.Session
-	err := interruptibly(ctx, opts.Signals, what, func(ctx context.Context) error {
-		var err error
-		sess, err = lockingcenter.NewSession(ctx, addr, sessOpts...)
-		return err
-	}, func() error { return sess.Close() })
+	sess, err := opts.sessionRequest().open(ctx, what)
 	if err != nil {
 		return asFailure(err)
 	}
 	defer sess.Close()
 
-	var lock *lockingcenter.Lock
-	err = interruptibly(ctx, opts.Signals, what, func(ctx context.Context) error {
-		var err error
-		lock, err = sess.Acquire(ctx, opts.Key, opts.session.acquireOptions()...)
-		return err
-	}, func() error { return lock.Release() })
+	lock, err := acquire(ctx, opts.Signals, what, sess, opts.Key, append(opts.session.acquireOptions(), opts.waitOptions()...)...)
 	if err != nil {
 		return asFailure(err)
 	}
@@ -130,6 +116,69 @@ func runSessionLock(ctx context.Context, opts *lockOptions) error {
 		return nil
 	}
 	return &exitError{code: code, err: runErr}
+}
+
+// sessionRequest is what a command that holds a key through a session
+// needs: the key request, and the session's options.
+type sessionRequest struct {
+	keyRequest
+	clientOptions []lockingcenter.Option // source, timeouts and TLS
+	token         string
+	ttl           time.Duration // 0: the server's
+	timeout       time.Duration // the read timeout (--timeout): how long a cluster between leaders is waited for
+}
+
+// sessionRequest returns the session request for key, with the global
+// flags and a session TTL of ttl (0: the server's).
+func (f *factory) sessionRequest(key string, ttl time.Duration) sessionRequest {
+	return sessionRequest{keyRequest: f.keyRequest(key), clientOptions: f.clientOptions(), token: f.global.Token, ttl: ttl,
+		timeout: f.global.Timeout}
+}
+
+// open opens a session at the request's addresses, which follows their
+// leader; a signal gives up (interruptibly). A cluster between leaders,
+// whose nodes name none, is asked again for up to the read timeout
+// (--timeout). what names the request.
+func (r sessionRequest) open(ctx context.Context, what string) (*lockingcenter.Session, error) {
+	sessOpts := []lockingcenter.SessionOption{lockingcenter.WithTTL(r.ttl), lockingcenter.WithToken(r.token)}
+	for _, o := range r.clientOptions {
+		sessOpts = append(sessOpts, o)
+	}
+	var sess *lockingcenter.Session
+	err := interruptibly(ctx, r.Signals, what, func(ctx context.Context) error {
+		deadline := time.Now().Add(r.timeout)
+		pause := 50 * time.Millisecond
+		for {
+			var err error
+			sess, err = lockingcenter.NewSession(ctx, r.Client.Addr(), sessOpts...)
+			if !errors.Is(err, lockingcenter.ErrClusterNoLeader) || !time.Now().Add(pause).Before(deadline) {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, 200*time.Millisecond)
+		}
+	}, func() error { return sess.Close() })
+	return sess, err
+}
+
+// acquire waits for key in sess; a signal gives up, releasing a grant
+// that raced it. A key that -n or -w did not get is an exit with code 1.
+func acquire(ctx context.Context, sigs <-chan os.Signal, what string, sess *lockingcenter.Session, key string,
+	opts ...lockingcenter.AcquireOption) (*lockingcenter.Lock, error) {
+	var lock *lockingcenter.Lock
+	err := interruptibly(ctx, sigs, what, func(ctx context.Context) error {
+		var err error
+		lock, err = sess.Acquire(ctx, key, opts...)
+		return err
+	}, func() error { return lock.Release() })
+	if errors.Is(err, lockingcenter.ErrBusy) || errors.Is(err, lockingcenter.ErrTimeout) {
+		return nil, &exitError{code: exitBusy}
+	}
+	return lock, err
 }
 
 // isReleased reports whether a lock's cause is its own release.

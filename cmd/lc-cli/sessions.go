@@ -13,12 +13,13 @@ import (
 type sessionsOptions struct {
 	Stdout  io.Writer
 	Signals <-chan os.Signal
-	Manager *manager.Client
+	Manager *managers
+	Output  outputFormat // -o
 }
 
 func newSessionsCommand(f *factory) *cobra.Command {
 	opts := &sessionsOptions{}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "sessions",
 		Short: "List the sessions of the session protocol",
 		Long: `sessions prints the sessions that clients of the session protocol hold
@@ -37,7 +38,7 @@ Like every command that does not wait for a key it gives up after
 --timeout.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := f.managerClient()
+			m, err := f.managers()
 			if err != nil {
 				return err
 			}
@@ -45,17 +46,43 @@ Like every command that does not wait for a key it gives up after
 			return runSessions(cmd.Context(), opts)
 		},
 	}
+	addOutputFlag(cmd, &opts.Output, `{"sessions":[...]}`)
+	return cmd
+}
+
+// jsonSession is a row of sessions in JSON.
+type jsonSession struct {
+	ID      *string `json:"id"`
+	Name    *string `json:"name"` // null when empty or not UTF-8
+	NameHex string  `json:"name_hex"`
+	Remote  *string `json:"remote"` // null while no connection is attached
+	TTLMS   int64   `json:"ttl_ms"`
+	IdleMS  int64   `json:"idle_ms"`
+	Held    int     `json:"held"`
+	Parked  int     `json:"parked"`
 }
 
 func runSessions(ctx context.Context, opts *sessionsOptions) error {
 	m := opts.Manager
 	var ss []manager.Session
-	err := interruptibly(ctx, opts.Signals, "list sessions at "+m.Addr, func(ctx context.Context) (err error) {
-		ss, err = m.Sessions(ctx)
-		return err
+	err := interruptibly(ctx, opts.Signals, "list sessions at "+m.Addr(), func(ctx context.Context) (err error) {
+		return m.atLeader(ctx, true, func(ctx context.Context, c *manager.Client) (err error) {
+			ss, err = c.Sessions(ctx)
+			return err
+		})
 	}, nil)
 	if err != nil {
 		return asFailure(err)
+	}
+	if opts.Output == outputJSON {
+		out := struct {
+			Sessions []jsonSession `json:"sessions"`
+		}{Sessions: []jsonSession{}}
+		for _, s := range ss {
+			out.Sessions = append(out.Sessions, jsonSession{jsonID(s.ID), jsonOptional(s.Name), hexOf(s.Name),
+				jsonOptional(s.RemoteAddr), jsonMillis(s.TTL), jsonMillis(s.Idle), s.Held, s.Parked})
+		}
+		return writeJSON(opts.Stdout, out)
 	}
 	t := table{
 		header: []string{"ID", "NAME", "REMOTE", "TTL", "IDLE", "HELD", "PARKED"},

@@ -112,7 +112,7 @@ func TestTLSEveryCommand(t *testing.T) {
 // as the built binary.
 func TestTLSFlagsAndLockCommand(t *testing.T) {
 	s := startTLSServer(t)
-	flags := []string{"--address", s.addr, "--manager-address", s.managerAddr, "--ca", s.caFile, "--cert", s.cert, "--key", s.key}
+	flags := []string{"--address", s.addr, "--manager-address", s.managerAddr, "--tls-ca", s.caFile, "--tls-cert", s.cert, "--tls-key", s.key}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			args := append(append(flags, "lock", "tls/job", "--", binary), append(flags, "keys")...)
@@ -124,6 +124,33 @@ func TestTLSFlagsAndLockCommand(t *testing.T) {
 				t.Errorf("keys held after the command: %q", keys)
 			}
 		})
+	}
+}
+
+// The old names of the TLS flags still work, for one release, each with a
+// warning on stderr.
+func TestOldTLSFlagNamesWarn(t *testing.T) {
+	s := startTLSServer(t)
+	r := runInProcess(t, nil, "--address", s.addr, "--manager-address", s.managerAddr,
+		"--ca", s.caFile, "--cert", s.cert, "--key", s.key, "trylock", "old/names")
+	if r.code != exitOK {
+		t.Fatalf("trylock with --ca, --cert and --key = %d %q", r.code, r.stderr)
+	}
+	for _, name := range []string{"--ca is now --tls-ca", "--cert is now --tls-cert", "--key is now --tls-key"} {
+		if !strings.Contains(r.stderr, "lc-cli: warning: "+name) {
+			t.Errorf("stderr %q does not say %q", r.stderr, name)
+		}
+	}
+	if strings.Count(r.stderr, "\n") != 3 {
+		t.Errorf("stderr %q: want three warnings", r.stderr)
+	}
+	if keys := s.heldKeys(t); len(keys) != 1 {
+		t.Errorf("keys held: %q", keys)
+	}
+	// A flag wins over its variable by its old name too.
+	r = runInProcess(t, append(s.environ(), "LC_CA_FILE=/absent"), "--ca", s.caFile, "--tls-cert", s.cert, "--tls-key", s.key, "keys")
+	if r.code != exitOK || !strings.Contains(r.stdout, "old/names") {
+		t.Errorf("--ca over LC_CA_FILE = %d %q %q", r.code, r.stdout, r.stderr)
 	}
 }
 
@@ -151,9 +178,10 @@ func TestTLSFailures(t *testing.T) {
 		{"no client certificate, session", append(s.environ(), "LC_CA_FILE="+s.caFile), []string{"lock", "k", "--", "true"}, []string{"certificate required"}},
 		{"server not of the CA", append(s.environ(), "LC_TLS=true", "LC_CERT_FILE="+s.cert, "LC_KEY_FILE="+s.key),
 			[]string{"trylock", "k"}, []string{"certificate"}},
-		{"cert without key", s.environ(), []string{"--cert", s.cert, "keys"}, []string{"--cert and --key"}},
-		{"key of no file", s.environ(), []string{"--cert", s.cert, "--key", filepath.Join(dir, "absent"), "keys"}, []string{"absent"}},
-		{"CA file without a certificate", s.environ(), []string{"--ca", notPEM, "keys"}, []string{"no PEM certificate"}},
+		{"cert without key", s.environ(), []string{"--tls-cert", s.cert, "keys"}, []string{"--tls-cert and --tls-key"}},
+		{"key of no file", s.environ(), []string{"--tls-cert", s.cert, "--tls-key", filepath.Join(dir, "absent"), "keys"}, []string{"absent"}},
+		{"CA file without a certificate", s.environ(), []string{"--tls-ca", notPEM, "keys"}, []string{"no PEM certificate"}},
+		{"--key read as a lock's key", s.environ(), []string{"lock", "--key", "foo", "--", "true"}, []string{"not a lock's key", "lc-cli lock KEY -- CMD"}},
 		{"LC_TLS not a boolean", append(s.environ(), "LC_TLS=maybe"), []string{"keys"}, []string{"LC_TLS"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,7 +10,8 @@ import (
 )
 
 type tokenOptions struct {
-	Stdout   io.Writer
+	Stdout   io.Writer // the token alone, for a script to take
+	Stderr   io.Writer // what to do with it, and the line of the tokens file
 	Name     string
 	Role     auth.Role
 	Prefixes []string
@@ -23,10 +24,13 @@ func newTokenCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token <name> [prefix...]",
 		Short: "Make a new token and the line of the tokens file that grants it",
-		Long: `token makes a new random token for the principal name and prints it,
-then the line to add to lcd's tokens file (AUTH_TOKENS_FILE): the name,
-the role and the token's SHA-256, so that the file holds nothing a reader
-could connect with. After editing the file, send lcd SIGHUP.
+		Long: `token makes a new random token for the principal name and prints it
+alone on stdout; on stderr it prints the line to add to lcd's tokens file
+(AUTH_TOKENS_FILE): the name, the role and the token's SHA-256, so that
+the file holds nothing a reader could connect with. After editing the
+file, send lcd SIGHUP.
+
+  LC_TOKEN=$(lc-cli token deployer deploy/ 2>>tokens-to-add)
 
 --role client (the default) may lock keys in its own sessions; with
 prefixes, only keys that start with one of them. --role admin may do
@@ -46,7 +50,7 @@ a server.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts.Stdout = cmd.OutOrStdout()
+			opts.Stdout, opts.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			return runToken(opts)
 		},
 	}
@@ -71,7 +75,10 @@ func runToken(opts *tokenOptions) error {
 	}
 	token := opts.NewToken()
 	line := strings.Join(append([]string{opts.Name, opts.Role.String(), auth.HashToken(token)}, opts.Prefixes...), " ")
-	_, err := fmt.Fprintf(opts.Stdout, "# the token, for the client (it is kept nowhere else):\n%s\n"+
-		"# the line for the tokens file (then send lcd SIGHUP):\n%s\n", token, line)
+	if _, err := fmt.Fprintln(opts.Stdout, token); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(opts.Stderr, "# the token, on stdout, is for the client: it is kept nowhere else\n"+
+		"# the line for the tokens file (then send lcd SIGHUP):\n%s\n", line)
 	return err
 }

@@ -9,11 +9,12 @@ import (
 
 func TestTokenPrintsATokenAndItsLine(t *testing.T) {
 	r := runInProcess(t, nil, "token", "deployer", "deploy/", "jobs/")
-	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	if r.code != exitOK || len(lines) != 4 || r.stderr != "" {
-		t.Fatalf("token = %d %q %q", r.code, r.stdout, r.stderr)
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	if r.code != exitOK || len(lines) != 3 || strings.Count(r.stdout, "\n") != 1 || !strings.HasPrefix(lines[0], "#") ||
+		!strings.HasPrefix(lines[1], "#") {
+		t.Fatalf("token = %d %q %q, want the token alone on stdout, a comment and a line on stderr", r.code, r.stdout, r.stderr)
 	}
-	token, line := lines[1], lines[3]
+	token, line := strings.TrimSuffix(r.stdout, "\n"), lines[2]
 	if strings.Contains(line, token) || !strings.HasPrefix(line, "deployer client sha256:") ||
 		!strings.HasSuffix(line, " deploy/ jobs/") {
 		t.Fatalf("the file line %q (token %q)", line, token)
@@ -30,8 +31,8 @@ func TestTokenPrintsATokenAndItsLine(t *testing.T) {
 		t.Error("two runs made the same token")
 	}
 	admin := runInProcess(t, nil, "token", "--role", "admin", "ops")
-	if admin.code != exitOK || !strings.Contains(admin.stdout, "\nops admin sha256:") {
-		t.Errorf("admin token: %d %q", admin.code, admin.stdout)
+	if admin.code != exitOK || !strings.Contains(admin.stderr, "\nops admin sha256:") {
+		t.Errorf("admin token: %d %q", admin.code, admin.stderr)
 	}
 	for _, args := range [][]string{{"token"}, {"token", "x", "--role", "root"}, {"token", "--role", "admin", "ops", "deploy/"},
 		{"token", "a#b"}, {"token", "ops", "admin"}, {"token", "ops", "client", "jobs/"}} {
@@ -62,6 +63,9 @@ func TestTokenReachesTheServer(t *testing.T) {
 		t.Errorf("lock -- without a token = %d", r.code)
 	}
 	oneLine(t, r.stderr, "authentication failed")
+	if n := strings.Count(r.stderr, "authentication failed"); n != 1 {
+		t.Errorf("stderr %q says authentication failed %d times", r.stderr, n)
+	}
 	r = runInProcess(t, env, "--token", "deployer-token-0123456789", "lock", "deploy/prod", "--", "sh", "-c", `echo $LC_FENCING_TOKEN`)
 	if r.code != exitOK || strings.TrimSpace(r.stdout) == "" {
 		t.Errorf("lock -- with a client's token = %d %q %q", r.code, r.stdout, r.stderr)

@@ -31,5 +31,5 @@ is not held succeeds too. It prints nothing on success.`,
 }
 
 func runUnlock(ctx context.Context, opts *unlockOptions) error {
-	return asFailure(opts.do(ctx, "unlock", opts.Client.Unlock, nil))
+	return asFailure(opts.do(ctx, "unlock", opts.unlock, nil))
 }

@@ -9,11 +9,12 @@ import (
 
 type versionOptions struct {
 	Stdout io.Writer
+	Output outputFormat // -o
 }
 
 func newVersionCommand() *cobra.Command {
 	opts := &versionOptions{}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print lc-cli's version and commit",
 		Args:  cobra.NoArgs,
@@ -22,9 +23,17 @@ func newVersionCommand() *cobra.Command {
 			return runVersion(opts)
 		},
 	}
+	addOutputFlag(cmd, &opts.Output, `{"version":...,"commit":...}`)
+	return cmd
 }
 
 func runVersion(opts *versionOptions) error {
+	if opts.Output == outputJSON {
+		return writeJSON(opts.Stdout, struct {
+			Version string `json:"version"`
+			Commit  string `json:"commit"`
+		}{version, commit})
+	}
 	_, err := fmt.Fprintf(opts.Stdout, "lc-cli %s (commit %s)\n", version, commit)
 	return err
 }
