@@ -432,7 +432,7 @@ public final class Session implements AutoCloseable {
      */
     public Lock acquire(String key, AcquireOptions options) throws SessionException, InterruptedException {
         try {
-            return waitAcquire(submit(key, options, -2, false));
+            return waitAcquire(submit(key, options, -2, false), 0, key);
         } catch (Busy b) {
             throw new IllegalStateException("busy without a try", b);
         }
@@ -449,7 +449,7 @@ public final class Session implements AutoCloseable {
     /** {@link #tryAcquire(String)} with options (their wait is not used). */
     public Optional<Lock> tryAcquire(String key, AcquireOptions options) throws SessionException, InterruptedException {
         try {
-            return Optional.of(waitAcquire(submit(key, options, 0, false)));
+            return Optional.of(waitAcquire(submit(key, options, 0, false), cfg.readTimeoutMs, key));
         } catch (Busy b) {
             return Optional.empty();
         }
@@ -603,9 +603,13 @@ public final class Session implements AutoCloseable {
         return r.acquire;
     }
 
-    private Lock waitAcquire(AcquireFuture f) throws SessionException, InterruptedException, Busy {
+    /** Waits for an acquire's result, at most boundMs when not 0 (a try, which waits for no key). */
+    private Lock waitAcquire(AcquireFuture f, long boundMs, String key) throws SessionException, InterruptedException, Busy {
         try {
-            return f.get();
+            return boundMs > 0 ? f.get(boundMs, TimeUnit.MILLISECONDS) : f.get();
+        } catch (TimeoutException e) {
+            giveUp(f);
+            throw new SessionException.Timeout("try " + quote(key) + " at " + addr + ": no answer within " + boundMs + " ms");
         } catch (InterruptedException e) {
             giveUp(f);
             throw e;

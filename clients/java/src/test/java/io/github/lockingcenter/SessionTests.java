@@ -261,10 +261,57 @@ final class SessionTests {
         return b.toString();
     }
 
+    /** PEM keys: PKCS#8 of each algorithm is read back; a PKCS#1 key is refused with what to do. */
+    static void pem(Check check) {
+        for (String alg : new String[] {"RSA", "EC", "Ed25519"}) {
+            check.test("PEM: a PKCS#8 " + alg + " key", () -> {
+                java.security.KeyPair kp = java.security.KeyPairGenerator.getInstance(alg).generateKeyPair();
+                Path f = Files.createTempFile("lc-key", ".pem");
+                try {
+                    Files.writeString(f, "-----BEGIN PRIVATE KEY-----\n"
+                            + java.util.Base64.getMimeEncoder().encodeToString(kp.getPrivate().getEncoded())
+                            + "\n-----END PRIVATE KEY-----\n");
+                    Check.isTrue(Arrays.equals(Tls.privateKey(f).getEncoded(), kp.getPrivate().getEncoded()), "another key came back");
+                } finally {
+                    Files.delete(f);
+                }
+            });
+        }
+        check.test("PEM: a PKCS#1 key is refused", () -> {
+            Path f = Files.createTempFile("lc-key", ".pem");
+            try {
+                Files.writeString(f, "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n");
+                Throwable t = Check.thrown(() -> Tls.privateKey(f), "PKCS#1");
+                Check.isTrue(t instanceof java.io.IOException && t.getMessage().contains("pkcs8"), "refusal: " + t);
+            } finally {
+                Files.delete(f);
+            }
+        });
+    }
+
+    /** SessionOptions.fromEnv against the harness's TLS server, with its CA and token from the environment. */
+    static void env(Check check) {
+        String addr = System.getenv("LC_TLS_ADDR");
+        if (addr == null || addr.isEmpty()) {
+            return;
+        }
+        check.test("fromEnv: LC_TOKEN and LC_CA_FILE", () -> {
+            try (Session s = Session.connect(addr, SessionOptions.fromEnv().serverName("localhost").name("java-env"))) {
+                s.acquire("java/env").release();
+            }
+            Throwable t = Check.thrown(() -> Session.connect(addr, SessionOptions.defaults()
+                    .withEnv(Map.of("LC_CA_FILE", System.getenv("LC_CA_FILE"))).serverName("localhost")), "without a token");
+            Check.isTrue(t instanceof SessionException.Unauthenticated, "without a token: " + t);
+        });
+    }
+
     public static void main(String[] args) throws Exception {
         Check check = new Check();
         codec(check);
         fuzz(check);
+        pem(check);
+        SessionFakeTest.run(check);
+        env(check);
         String addr = System.getenv("LC_ADDR");
         if (addr == null || addr.isEmpty()) {
             check.test("a server to test against (LC_ADDR)", () -> {
