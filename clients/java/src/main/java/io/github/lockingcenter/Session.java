@@ -268,7 +268,8 @@ public final class Session implements AutoCloseable {
      * the nodes of a cluster) and opens a session. With several addresses
      * it tries each in turn and follows a node that names the leader.
      *
-     * @throws SessionException.NotLeader when every address answered that it does not lead
+     * @throws SessionException.NotLeader when every address answered that it does not lead, and
+     *     went on saying so, naming no leader, for the connect timeout (an election)
      * @throws SessionException.Timeout when a server took the connection and answered nothing in time
      * @throws SessionException.Unauthenticated a missing or wrong token
      * @throws SessionException.Connection nothing could be reached
@@ -316,31 +317,45 @@ public final class Session implements AutoCloseable {
         Frame.encode(b, Frame.HELLO, 1, hello);
         long bound = cfg.ttlMs > 0 ? silence(TimeUnit.MILLISECONDS.toNanos(cfg.ttlMs) / 3) : 0;
         long sentAt = System.nanoTime();
+        // Each address once, following the leader a node names; when every
+        // node said it does not lead and named none (an election), again
+        // after a pause, for as long as the connect timeout.
+        long giveUp = sentAt + TimeUnit.MILLISECONDS.toNanos(cfg.connectTimeoutMs > 0 ? cfg.connectTimeoutMs : 5_000);
         Conn c = null;
-        Frame w = null;
-        SessionException last = null;
-        for (int tries = 0; tries < 2 * addrs.size() + 1; tries++) {
-            String a = target();
-            try {
-                c = handshake(a, b.toByteArray(), bound);
-                w = c.welcome;
-                break;
-            } catch (SessionException e) {
-                last = e;
-                if (!failedAt(a, e)) {
-                    throw e;
-                }
-                mu.lock();
-                boolean round = leader.isEmpty() && at == 0;
-                mu.unlock();
-                if (round) {
+        for (int round = 1; c == null; round++) {
+            SessionException last = null;
+            for (int tries = 0; tries < 2 * addrs.size() + 1; tries++) {
+                String a = target();
+                try {
+                    c = handshake(a, b.toByteArray(), bound);
                     break;
+                } catch (SessionException e) {
+                    last = e;
+                    if (!failedAt(a, e)) {
+                        throw e;
+                    }
+                    mu.lock();
+                    boolean whole = leader.isEmpty() && at == 0;
+                    mu.unlock();
+                    if (whole) {
+                        break;
+                    }
+                }
+            }
+            if (c == null) {
+                long pause = TimeUnit.MILLISECONDS.toNanos(Math.min(500, 50L << Math.min(round - 1, 4)));
+                if (!(last instanceof SessionException.NotLeader) || System.nanoTime() + pause - giveUp > 0) {
+                    throw last;
+                }
+                try {
+                    TimeUnit.NANOSECONDS.sleep(pause);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw last;
                 }
             }
         }
-        if (c == null) {
-            throw last;
-        }
+        Frame w = c.welcome;
         long ttl = w.uint(Frame.TTL, 0);
         if (!w.has(Frame.SESSION) || !w.has(Frame.SECRET) || ttl == 0) {
             c.close();

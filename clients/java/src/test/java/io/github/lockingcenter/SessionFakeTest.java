@@ -113,6 +113,41 @@ final class SessionFakeTest {
         }
     }
 
+    static CompletableFuture<Session> connectAsync(String addr, SessionOptions options) {
+        return CompletableFuture.supplyAsync(() -> {
+            try {
+                return Session.connect(addr, options);
+            } catch (SessionException e) {
+                throw new RuntimeException(e);
+            }
+        });
+    }
+
+    /** Connects a session to srv with options, answers its HELLO with keepaliveMs, and returns both ends. */
+    static Object[] open(Server srv, SessionOptions options, long keepaliveMs) throws Exception {
+        CompletableFuture<Session> cs = connectAsync(srv.addr(), options);
+        Peer p = srv.accept();
+        Frame hello = p.next();
+        Check.equal(hello.type, Frame.HELLO, "first frame");
+        p.welcome(hello.id, keepaliveMs);
+        return new Object[] {cs.get(20, TimeUnit.SECONDS), p};
+    }
+
+    /** Closes s, p answering its CLOSE (the next frame but PINGs, which must be a CLOSE). */
+    static void close(Session s, Peer p) throws Exception {
+        CompletableFuture<Void> closed = CompletableFuture.runAsync(() -> {
+            try {
+                Frame c = p.request();
+                Check.equal(c.type, Frame.CLOSE, "the frame before the close (nothing else was due)");
+                p.send(Frame.OK, c.id);
+            } catch (IOException e) {
+                throw new RuntimeException(e);
+            }
+        });
+        s.close();
+        closed.get(20, TimeUnit.SECONDS);
+    }
+
     static Frame.Field item(int tag, Frame.Field... fields) {
         byte[] f = Frame.encode(0, 0, List.of(fields));
         return new Frame.Field(tag, Arrays.copyOfRange(f, 4 + Frame.HEAD, f.length));
@@ -121,13 +156,7 @@ final class SessionFakeTest {
     static void run(Check check) {
         check.test("fake: a node that does not lead names the leader, and the session opens there", () -> {
             try (Server follower = new Server(); Server leader = new Server()) {
-                CompletableFuture<Session> s = CompletableFuture.supplyAsync(() -> {
-                    try {
-                        return Session.connect(follower.addr());
-                    } catch (SessionException e) {
-                        throw new RuntimeException(e);
-                    }
-                });
+                CompletableFuture<Session> s = connectAsync(follower.addr(), SessionOptions.defaults());
                 Peer f = follower.accept();
                 Frame hello = f.next();
                 Check.equal(hello.type, Frame.HELLO, "first frame");
@@ -135,54 +164,45 @@ final class SessionFakeTest {
                         Frame.Field.str(Frame.LEADER, leader.addr()));
                 Peer l = leader.accept();
                 l.welcome(l.next().id, 10_000);
-                try (Session session = s.get(20, TimeUnit.SECONDS)) {
-                    Check.equal(session.id(), 42L, "session id");
-                    CompletableFuture<Void> closed = CompletableFuture.runAsync(() -> {
-                        try {
-                            Frame c = l.request();
-                            Check.equal(c.type, Frame.CLOSE, "the close");
-                            l.send(Frame.OK, c.id);
-                        } catch (IOException e) {
-                            throw new RuntimeException(e);
-                        }
-                    });
-                    session.close();
-                    closed.get(20, TimeUnit.SECONDS);
-                }
+                Session session = s.get(20, TimeUnit.SECONDS);
+                Check.equal(session.id(), 42L, "session id");
+                close(session, l);
             }
         });
-        check.test("fake: every address answers not_leader: NotLeader", () -> {
+        check.test("fake: every address answers not_leader for the connect timeout: NotLeader", () -> {
             try (Server a = new Server(); Server b = new Server()) {
                 CompletableFuture<Throwable> got = CompletableFuture.supplyAsync(() -> {
                     try {
-                        Session.connect(List.of(a.addr(), b.addr()), SessionOptions.defaults()).close();
+                        Session.connect(List.of(a.addr(), b.addr()), SessionOptions.defaults()
+                                .connectTimeout(Duration.ofMillis(600))).close();
                         return null;
                     } catch (SessionException e) {
                         return e;
                     }
                 });
-                for (Server s : List.of(a, b)) {
-                    Peer p = s.accept();
-                    p.send(Frame.GOODBYE, p.next().id, Frame.Field.u8(Frame.CODE, 19), Frame.Field.str(Frame.MESSAGE, "no leader yet"));
+                int answered = 0;
+                while (!got.isDone()) {
+                    for (Server s : List.of(a, b)) {
+                        Peer p = s.conns.poll(50, TimeUnit.MILLISECONDS);
+                        if (p != null) {
+                            p.send(Frame.GOODBYE, p.next().id, Frame.Field.u8(Frame.CODE, 19),
+                                    Frame.Field.str(Frame.MESSAGE, "no leader yet"));
+                            answered++;
+                        }
+                    }
                 }
                 Throwable t = got.get(20, TimeUnit.SECONDS);
                 Check.isTrue(t instanceof SessionException.NotLeader, "got " + t);
                 Check.isTrue(t.getMessage().contains("no leader yet"), "the server's message: " + t.getMessage());
+                Check.isTrue(answered > 2, "the addresses were tried " + answered + " times, want more than one round");
             }
         });
         check.test("fake: a resume whose WELCOME comes in MORE frames keeps the lock and hands over a grant made while away", () -> {
             try (Server srv = new Server()) {
                 List<ConnectionState> states = new CopyOnWriteArrayList<>();
-                CompletableFuture<Session> cs = CompletableFuture.supplyAsync(() -> {
-                    try {
-                        return Session.connect(srv.addr(), SessionOptions.defaults().onStateChange(states::add));
-                    } catch (SessionException e) {
-                        throw new RuntimeException(e);
-                    }
-                });
-                Peer p = srv.accept();
-                p.welcome(p.next().id, 10_000);
-                Session s = cs.get(20, TimeUnit.SECONDS);
+                Object[] ends = open(srv, SessionOptions.defaults().onStateChange(states::add), 10_000);
+                Session s = (Session) ends[0];
+                Peer p = (Peer) ends[1];
                 CompletableFuture<Lock> held = s.acquireAsync("k");
                 Frame a = p.request();
                 p.send(Frame.GRANTED, a.id, Frame.Field.str(Frame.KEY, "k"), Frame.Field.u64(Frame.TOKEN, -7L),
@@ -212,34 +232,17 @@ final class SessionFakeTest {
                 Check.equal(j.tokenString(), "9", "the grant made while away");
                 Check.isTrue(k.isHeld(), "the held lock ended across the resume");
                 Check.equal(k.tokenString(), "18446744073709551609", "the token above 2^63");
-                // Nothing is released: every listed lock has its holder here.
-                CompletableFuture<Void> closed = CompletableFuture.runAsync(() -> {
-                    try {
-                        Frame c = q.request();
-                        Check.equal(c.type, Frame.CLOSE, "the frame after the resume (a RELEASE would come first)");
-                        q.send(Frame.OK, c.id);
-                    } catch (IOException e) {
-                        throw new RuntimeException(e);
-                    }
-                });
-                s.close();
-                closed.get(20, TimeUnit.SECONDS);
+                // Nothing is released (a RELEASE would come before the CLOSE): every listed lock has its holder here.
+                close(s, q);
                 Check.equal(states, List.of(ConnectionState.CONNECTED, ConnectionState.SUSPENDED, ConnectionState.RECONNECTED),
                         "the states");
             }
         });
         check.test("fake: a connection silent for the keepalive and its margin is left for a new one", () -> {
             try (Server srv = new Server()) {
-                CompletableFuture<Session> cs = CompletableFuture.supplyAsync(() -> {
-                    try {
-                        return Session.connect(srv.addr(), SessionOptions.defaults().readTimeout(Duration.ofSeconds(5)));
-                    } catch (SessionException e) {
-                        throw new RuntimeException(e);
-                    }
-                });
-                Peer p = srv.accept();
-                p.welcome(p.next().id, 200);
-                Session s = cs.get(20, TimeUnit.SECONDS);
+                Object[] ends = open(srv, SessionOptions.defaults().readTimeout(Duration.ofSeconds(5)), 200);
+                Session s = (Session) ends[0];
+                Peer p = (Peer) ends[1];
                 Frame ping = p.next(); // sent at the keepalive, never answered
                 Check.equal(ping.type, Frame.PING, "what an idle session sends");
                 Peer q = srv.accept(); // it gave the silent connection up
@@ -248,30 +251,14 @@ final class SessionFakeTest {
                 Frame sync = q.next();
                 q.welcome(resume.id, 200, Frame.Field.u64(Frame.APPLIED, 0));
                 q.send(Frame.OK, sync.id);
-                CompletableFuture<Void> closed = CompletableFuture.runAsync(() -> {
-                    try {
-                        Frame c = q.request();
-                        q.send(Frame.OK, c.id);
-                    } catch (IOException e) {
-                        throw new RuntimeException(e);
-                    }
-                });
-                s.close();
-                closed.get(20, TimeUnit.SECONDS);
+                close(s, q);
             }
         });
         check.test("fake: a lease given up at the client's deadline is released with lapse; a user's release has none", () -> {
             try (Server srv = new Server()) {
-                CompletableFuture<Session> cs = CompletableFuture.supplyAsync(() -> {
-                    try {
-                        return Session.connect(srv.addr());
-                    } catch (SessionException e) {
-                        throw new RuntimeException(e);
-                    }
-                });
-                Peer p = srv.accept();
-                p.welcome(p.next().id, 10_000);
-                Session s = cs.get(20, TimeUnit.SECONDS);
+                Object[] ends = open(srv, SessionOptions.defaults(), 10_000);
+                Session s = (Session) ends[0];
+                Peer p = (Peer) ends[1];
                 CompletableFuture<Lock> got = s.acquireAsync("leased", AcquireOptions.defaults().lease(Duration.ofMillis(300)));
                 Frame a = p.request();
                 Check.equal(a.uint(Frame.LEASE, 0), 300L, "lease_ms");
@@ -303,16 +290,7 @@ final class SessionFakeTest {
                 Check.isTrue(!rel.has(Frame.LAPSE), "a user's release carries lapse");
                 p.send(Frame.OK, rel.id);
                 released.get(20, TimeUnit.SECONDS);
-                CompletableFuture<Void> closed = CompletableFuture.runAsync(() -> {
-                    try {
-                        Frame c = p.request();
-                        p.send(Frame.OK, c.id);
-                    } catch (IOException e) {
-                        throw new RuntimeException(e);
-                    }
-                });
-                s.close();
-                closed.get(20, TimeUnit.SECONDS);
+                close(s, p);
             }
         });
     }
