@@ -435,6 +435,15 @@ public final class Session implements AutoCloseable {
     }
 
     /**
+     * {@link #acquire(String, AcquireOptions)} waiting at most wait, measured by the server.
+     *
+     * @throws SessionException.Timeout the wait ran out; the request left the queue
+     */
+    public Lock acquire(String key, Duration wait) throws SessionException, InterruptedException {
+        return acquire(key, AcquireOptions.defaults().waitFor(wait));
+    }
+
+    /**
      * Asks for key (1 to 127 bytes of UTF-8) and blocks until the session
      * holds it, through reconnections; with {@link AcquireOptions#waitFor}
      * the server bounds the wait. An interrupt gives the wait up: CANCEL
@@ -830,11 +839,16 @@ public final class Session implements AutoCloseable {
         }
     }
 
+    /** Runs r on the callback thread; once that has stopped (the session ended), outside mu. */
     private void callback(Runnable r) {
         try {
             events.execute(r);
         } catch (RejectedExecutionException e) {
-            r.run();
+            if (mu.isHeldByCurrentThread()) {
+                after.add(r);
+            } else {
+                r.run();
+            }
         }
     }
 
@@ -1482,6 +1496,8 @@ public final class Session implements AutoCloseable {
             }
             conn = c;
             ping = null;
+            suspended = false;
+            state(ConnectionState.RECONNECTED); // before anything the new connection brings
             poke();
         } finally {
             unlock();
@@ -1685,15 +1701,7 @@ public final class Session implements AutoCloseable {
                 unlock();
             }
             try {
-                Conn c = resume();
-                mu.lock();
-                try {
-                    suspended = false;
-                } finally {
-                    unlock();
-                }
-                state(ConnectionState.RECONNECTED);
-                return c;
+                return resume();
             } catch (SessionException e) {
                 if (isFinal(e)) {
                     mu.lock();

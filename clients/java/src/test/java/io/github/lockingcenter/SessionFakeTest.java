@@ -200,7 +200,13 @@ final class SessionFakeTest {
         check.test("fake: a resume whose WELCOME comes in MORE frames keeps the lock and hands over a grant made while away", () -> {
             try (Server srv = new Server()) {
                 List<ConnectionState> states = new CopyOnWriteArrayList<>();
-                Object[] ends = open(srv, SessionOptions.defaults().onStateChange(states::add), 10_000);
+                CompletableFuture<Void> ended = new CompletableFuture<>();
+                Object[] ends = open(srv, SessionOptions.defaults().onStateChange(st -> {
+                    states.add(st);
+                    if (st == ConnectionState.LOST) {
+                        ended.complete(null);
+                    }
+                }), 10_000);
                 Session s = (Session) ends[0];
                 Peer p = (Peer) ends[1];
                 CompletableFuture<Lock> held = s.acquireAsync("k");
@@ -291,6 +297,63 @@ final class SessionFakeTest {
                 p.send(Frame.OK, rel.id);
                 released.get(20, TimeUnit.SECONDS);
                 close(s, p);
+            }
+        });
+        check.test("fake: GOODBYE session_expired loses every lock, says LOST, and fails what comes after", () -> {
+            try (Server srv = new Server()) {
+                List<ConnectionState> states = new CopyOnWriteArrayList<>();
+                CompletableFuture<Void> ended = new CompletableFuture<>();
+                Object[] ends = open(srv, SessionOptions.defaults().onStateChange(st -> {
+                    states.add(st);
+                    if (st == ConnectionState.LOST) {
+                        ended.complete(null);
+                    }
+                }), 10_000);
+                Session s = (Session) ends[0];
+                Peer p = (Peer) ends[1];
+                CompletableFuture<Lock> got = s.acquireAsync("k");
+                Frame a = p.request();
+                p.send(Frame.GRANTED, a.id, Frame.Field.str(Frame.KEY, "k"), Frame.Field.u64(Frame.TOKEN, 3),
+                        Frame.Field.u32(Frame.COUNT, 1));
+                Lock l = got.get(20, TimeUnit.SECONDS);
+                CompletableFuture<LostReason> lost = new CompletableFuture<>();
+                l.onLost((lk, reason) -> lost.complete(reason));
+                CompletableFuture<Lock> waiting = s.acquireAsync("w");
+                p.request();
+                p.send(Frame.GOODBYE, 0, Frame.Field.u8(Frame.CODE, 12), Frame.Field.str(Frame.MESSAGE, "the TTL passed"));
+                Check.equal(lost.get(20, TimeUnit.SECONDS), LostReason.SESSION_EXPIRED, "the reason");
+                Throwable w = Check.thrown(() -> waiting.get(20, TimeUnit.SECONDS), "the waiting acquire");
+                Check.isTrue(w.getCause() instanceof SessionException.SessionExpired, "the waiting acquire: " + w);
+                Throwable after = Check.thrown(() -> s.acquire("x"), "an acquire after the end");
+                Check.isTrue(after instanceof SessionException.SessionExpired, "after: " + after);
+                Check.isTrue(after.getMessage().contains("the TTL passed"), "the server's message: " + after.getMessage());
+                Check.isTrue(!s.isOpen(), "the session is open");
+                s.close();
+                ended.get(20, TimeUnit.SECONDS);
+                Check.equal(states, List.of(ConnectionState.CONNECTED, ConnectionState.LOST), "the states");
+            }
+        });
+        check.test("fake: bytes from the server that break the protocol drop the connection, and the session resumes", () -> {
+            try (Server srv = new Server()) {
+                Object[] ends = open(srv, SessionOptions.defaults(), 10_000);
+                Session s = (Session) ends[0];
+                Peer p = (Peer) ends[1];
+                CompletableFuture<Lock> got = s.acquireAsync("k");
+                Frame a = p.request();
+                p.out.write(new byte[] {0, 0, 0, 3, 1, 2, 3}); // a length under 9
+                Peer q = srv.accept();
+                Frame resume = q.next();
+                Check.equal(resume.type, Frame.RESUME, "first frame of the new connection");
+                Frame sync = q.next();
+                q.welcome(resume.id, 10_000, Frame.Field.u64(Frame.APPLIED, 0));
+                Frame again = q.next();
+                Check.equal(again.type, Frame.ACQUIRE, "the acquire sent again");
+                Check.equal(again.id, a.id, "with its id");
+                q.send(Frame.OK, sync.id);
+                q.send(Frame.GRANTED, a.id, Frame.Field.str(Frame.KEY, "k"), Frame.Field.u64(Frame.TOKEN, 4),
+                        Frame.Field.u32(Frame.COUNT, 1));
+                Check.equal(got.get(20, TimeUnit.SECONDS).tokenString(), "4", "the grant");
+                close(s, q);
             }
         });
     }
