@@ -148,6 +148,19 @@ final class SessionFakeTest {
         closed.get(20, TimeUnit.SECONDS);
     }
 
+    /** A lock granted by p, and the id of its acquire. */
+    record Granted(Lock lock, long id) {}
+
+    /** Acquires key in s, p granting it with token. */
+    static Granted grant(Session s, Peer p, String key, long token) throws Exception {
+        CompletableFuture<Lock> got = s.acquireAsync(key);
+        Frame a = p.request();
+        Check.equal(a.type, Frame.ACQUIRE, "the acquire");
+        p.send(Frame.GRANTED, a.id, Frame.Field.str(Frame.KEY, key), Frame.Field.u64(Frame.TOKEN, token),
+                Frame.Field.u32(Frame.COUNT, 1));
+        return new Granted(got.get(20, TimeUnit.SECONDS), a.id);
+    }
+
     static Frame.Field item(int tag, Frame.Field... fields) {
         byte[] f = Frame.encode(0, 0, List.of(fields));
         return new Frame.Field(tag, Arrays.copyOfRange(f, 4 + Frame.HEAD, f.length));
@@ -200,20 +213,11 @@ final class SessionFakeTest {
         check.test("fake: a resume whose WELCOME comes in MORE frames keeps the lock and hands over a grant made while away", () -> {
             try (Server srv = new Server()) {
                 List<ConnectionState> states = new CopyOnWriteArrayList<>();
-                CompletableFuture<Void> ended = new CompletableFuture<>();
-                Object[] ends = open(srv, SessionOptions.defaults().onStateChange(st -> {
-                    states.add(st);
-                    if (st == ConnectionState.LOST) {
-                        ended.complete(null);
-                    }
-                }), 10_000);
+                Object[] ends = open(srv, SessionOptions.defaults().onStateChange(states::add), 10_000);
                 Session s = (Session) ends[0];
                 Peer p = (Peer) ends[1];
-                CompletableFuture<Lock> held = s.acquireAsync("k");
-                Frame a = p.request();
-                p.send(Frame.GRANTED, a.id, Frame.Field.str(Frame.KEY, "k"), Frame.Field.u64(Frame.TOKEN, -7L),
-                        Frame.Field.u32(Frame.COUNT, 1));
-                Lock k = held.get(20, TimeUnit.SECONDS);
+                Granted a = grant(s, p, "k", -7L);
+                Lock k = a.lock;
                 CompletableFuture<Lock> parked = s.acquireAsync("j");
                 Frame b = p.request();
                 p.socket.close(); // the drop: j is granted while the client is away
@@ -279,11 +283,7 @@ final class SessionFakeTest {
                 Check.equal(r.uint(Frame.TOKEN, 0), 5L, "its token");
                 Check.equal(r.uint(Frame.LAPSE, 0), 1L, "its lapse");
                 p.send(Frame.REFUSED, r.id, Frame.Field.u8(Frame.CODE, 8), Frame.Field.str(Frame.MESSAGE, "tag 0x23"));
-                CompletableFuture<Lock> plain = s.acquireAsync("plain");
-                Frame b = p.request();
-                p.send(Frame.GRANTED, b.id, Frame.Field.str(Frame.KEY, "plain"), Frame.Field.u64(Frame.TOKEN, 6),
-                        Frame.Field.u32(Frame.COUNT, 1));
-                Lock pl = plain.get(20, TimeUnit.SECONDS);
+                Lock pl = grant(s, p, "plain", 6).lock;
                 CompletableFuture<Void> released = CompletableFuture.runAsync(() -> {
                     try {
                         pl.release();
@@ -311,11 +311,7 @@ final class SessionFakeTest {
                 }), 10_000);
                 Session s = (Session) ends[0];
                 Peer p = (Peer) ends[1];
-                CompletableFuture<Lock> got = s.acquireAsync("k");
-                Frame a = p.request();
-                p.send(Frame.GRANTED, a.id, Frame.Field.str(Frame.KEY, "k"), Frame.Field.u64(Frame.TOKEN, 3),
-                        Frame.Field.u32(Frame.COUNT, 1));
-                Lock l = got.get(20, TimeUnit.SECONDS);
+                Lock l = grant(s, p, "k", 3).lock;
                 CompletableFuture<LostReason> lost = new CompletableFuture<>();
                 l.onLost((lk, reason) -> lost.complete(reason));
                 CompletableFuture<Lock> waiting = s.acquireAsync("w");
