@@ -2,7 +2,7 @@
 # Session conformance run of the C# client (clients/conformance/SESSIONS.md):
 # builds the client and its programs with Mono's mcs, runs the unit tests
 # (the session codec against clients/testdata/session-vectors.json among
-# them), then the session scenarios against the harness's servers. Build and
+# them, and the live tests against LC_ADDR), then the session scenarios against the harness's servers. Build and
 # test output goes to standard error; standard output carries only the lines
 # "ok <id>" / "FAIL <id>: <reason>".
 set -uo pipefail
@@ -14,7 +14,10 @@ trap 'rm -rf "$build"' EXIT
 build_all() {
 	local lib="$build/LockingCenter.Client.dll"
 	mcs -target:library -warnaserror -out:"$lib" "$here"/LockingCenter.Client/*.cs &&
-		mcs -warnaserror -r:"$lib" -out:"$build/LockingCenter.Client.Tests.exe" "$here"/LockingCenter.Client.Tests/*.cs &&
+		mcs -warnaserror -r:"$lib" -out:"$build/LockingCenter.Client.Tests.exe" "$here"/LockingCenter.Client.Tests/*.cs \
+			"$here"/SessionExample/Examples.cs &&
+		mcs -warnaserror -r:"$lib" -out:"$build/SessionExample.exe" "$here"/SessionExample/*.cs &&
+		mcs -warnaserror -r:"$lib" -out:"$build/SessionBench.exe" "$here"/Bench/*.cs &&
 		mcs -warnaserror -r:"$lib" -out:"$build/SessionScenario.exe" "$here"/SessionScenario/*.cs
 }
 

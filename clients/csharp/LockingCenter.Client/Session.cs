@@ -74,6 +74,8 @@ namespace LockingCenter
         readonly Dictionary<ulong, Request> inflight = new Dictionary<ulong, Request>();
         readonly Dictionary<ulong, Hold> holds = new Dictionary<ulong, Hold>();
         readonly HashSet<ulong> letGo = new HashSet<ulong>();
+        readonly HashSet<Request> bounded = new HashSet<Request>();
+        Timer sweep;
         Exception err;
         readonly CancellationTokenSource ended = new CancellationTokenSource();
         Task closing;
@@ -369,8 +371,7 @@ namespace LockingCenter
                 if (waitMs.HasValue && requestTimeout > 0)
                 {
                     double bound = waitMs.Value + requestTimeout;
-                    r.Timer = new Timer(_ => Abandon(r, new SessionTimeoutException(What(r) + ": no answer within " + bound + " ms")), null,
-                        (long)bound, Timeout.Infinite);
+                    SetDeadline(r, bound, () => AbandonLocked(r, new SessionTimeoutException(What(r) + ": no answer within " + bound + " ms")));
                 }
                 Enqueue(r, fields);
             }
@@ -405,11 +406,7 @@ namespace LockingCenter
         void Bound(Request r, string more)
         {
             if (requestTimeout <= 0) return;
-            r.Timer = new Timer(_ =>
-            {
-                lock (Gate) Settle(r, new SessionTimeoutException(What(r) + ": no answer within " + requestTimeout + " ms" + more), null);
-                Flush();
-            }, null, (long)requestTimeout, Timeout.Infinite);
+            SetDeadline(r, requestTimeout, () => Settle(r, new SessionTimeoutException(What(r) + ": no answer within " + requestTimeout + " ms" + more), null));
         }
 
         /// <summary>Gives r the next id and queues its frame for the attached connection; without one, r waits in inflight for the next. Under the gate.</summary>
@@ -440,21 +437,57 @@ namespace LockingCenter
         /// <summary>Gives up an acquire whose caller has gone: one never sent is forgotten, another cancelled on the server.</summary>
         void Abandon(Request r, Exception reason)
         {
+            lock (Gate) AbandonLocked(r, reason);
+            Flush();
+        }
+
+        void AbandonLocked(Request r, Exception reason)
+        {
+            if (r.Done) return;
+            Settle(r, reason, null);
+            Request there;
+            if (!inflight.TryGetValue(r.Id, out there) || there != r) return;
+            if (!r.Sent)
+            {
+                inflight.Remove(r.Id);
+                return;
+            }
+            r.Abandoned = true;
+            Request c = NewRequest(FrameType.Cancel, "cancel", r.KeyBytes);
+            c.Target = r.Id;
+            Enqueue(c, new List<Field> { Field.U64(Tag.Target, r.Id) });
+        }
+
+        /// <summary>
+        /// Runs onDeadline (under the gate) if r is not settled within ms. One
+        /// sweep a tenth of a second serves every bounded request, cheaper than
+        /// a timer each. Under the gate.
+        /// </summary>
+        void SetDeadline(Request r, double ms, Action onDeadline)
+        {
+            r.Deadline = Now + ms;
+            r.OnDeadline = onDeadline;
+            bounded.Add(r);
+            if (sweep == null) sweep = new Timer(_ => Sweep(), null, SweepMs, SweepMs);
+        }
+
+        const int SweepMs = 100;
+
+        void Sweep()
+        {
             lock (Gate)
             {
-                if (r.Done) return;
-                Settle(r, reason, null);
-                Request there;
-                if (!inflight.TryGetValue(r.Id, out there) || there != r) return;
-                if (!r.Sent)
+                double now = Now;
+                foreach (Request r in bounded.Where(x => now >= x.Deadline).ToList())
                 {
-                    inflight.Remove(r.Id);
-                    return;
+                    bounded.Remove(r);
+                    r.OnDeadline();
                 }
-                r.Abandoned = true;
-                Request c = NewRequest(FrameType.Cancel, "cancel", r.KeyBytes);
-                c.Target = r.Id;
-                Enqueue(c, new List<Field> { Field.U64(Tag.Target, r.Id) });
+                if (bounded.Count == 0 && sweep != null)
+                {
+                    sweep.Dispose();
+                    sweep = null;
+                }
             }
             Flush();
         }
@@ -464,7 +497,7 @@ namespace LockingCenter
         {
             if (r.Done) return;
             r.Done = true;
-            r.Timer?.Dispose();
+            if (r.OnDeadline != null) bounded.Remove(r);
             if (r.Registration.HasValue)
             {
                 CancellationTokenRegistration reg = r.Registration.Value;
@@ -617,7 +650,8 @@ namespace LockingCenter
         public bool NullWhenBusy, Reentrant;
         public ulong Token, Target;
         public LockHandle Lock;
-        public Timer Timer;
+        public double Deadline;
+        public Action OnDeadline;
         public CancellationTokenRegistration? Registration;
         public readonly TaskCompletionSource<object> Tcs = new TaskCompletionSource<object>(TaskCreationOptions.RunContinuationsAsynchronously);
     }

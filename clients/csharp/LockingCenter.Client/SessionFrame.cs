@@ -289,7 +289,7 @@ namespace LockingCenter
     /// </summary>
     internal sealed class FrameReader
     {
-        byte[] buf = new byte[64 * 1024];
+        byte[] buf = new byte[4096];
         int start, end;
         Frame pending;
 

@@ -446,13 +446,15 @@ namespace LockingCenter
             inflight.Clear();
             lostTimer?.Dispose();
             tickTimer?.Dispose();
+            sweep?.Dispose();
+            sweep = null;
             if (conn != null)
             {
                 conn.Kill();
                 conn = null;
             }
-            after.Add(ended.Cancel);
             Raise(SessionState.Ended);
+            after.Add(ended.Cancel);
         }
 
         /// <summary>Ends the session for e, its locks lost for reason.</summary>
