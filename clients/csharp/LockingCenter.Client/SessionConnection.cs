@@ -23,6 +23,7 @@ namespace LockingCenter
         Replay replay;
         bool reconnecting;
         Timer tickTimer, lostTimer;
+        bool lostArmed;
         int at;
         string leader = "", silent = "";
         double shunUntil;
@@ -36,7 +37,7 @@ namespace LockingCenter
             public Stream Stream;
             public readonly FrameReader Reader = new FrameReader();
             public readonly List<byte[]> Out = new List<byte[]>();
-            public bool Writing, Dead;
+            public bool WriterWaits, Dead;
 
             public void Kill()
             {
@@ -60,41 +61,42 @@ namespace LockingCenter
 
         // --- writing and reading the attached connection ---
 
-        /// <summary>Queues bytes for c; one writer at a time drains the queue in one write. Under the gate.</summary>
+        /// <summary>Queues bytes for c's writer, which sends everything queued in one write. Under the gate.</summary>
         void Write(Conn c, byte[] b)
         {
             c.Out.Add(b);
-            if (c.Writing) return;
-            c.Writing = true;
-            Task.Run(() => WriteLoop(c));
+            if (c.WriterWaits) Monitor.PulseAll(Gate);
         }
 
-        async Task WriteLoop(Conn c)
+        /// <summary>
+        /// The writer of c, a thread of its own: blocking writes on a thread
+        /// that does nothing else cost less, under Mono, than asynchronous ones
+        /// that hop between the pool's threads.
+        /// </summary>
+        void WriteLoop(Conn c)
         {
             for (;;)
             {
                 byte[] batch;
                 lock (Gate)
                 {
-                    if (c.Out.Count == 0 || c.Dead)
+                    while (c.Out.Count == 0 && !c.Dead)
                     {
-                        c.Writing = false;
-                        return;
+                        c.WriterWaits = true;
+                        Monitor.Wait(Gate);
+                        c.WriterWaits = false;
                     }
+                    if (c.Dead) return;
                     batch = c.Out.Count == 1 ? c.Out[0] : Join(c.Out);
                     c.Out.Clear();
                 }
                 try
                 {
-                    await c.Stream.WriteAsync(batch, 0, batch.Length).ConfigureAwait(false);
+                    c.Stream.Write(batch, 0, batch.Length);
                 }
                 catch (Exception e) when (e is IOException || e is ObjectDisposedException || e is SocketException || e is InvalidOperationException)
                 {
-                    lock (Gate)
-                    {
-                        c.Writing = false;
-                        OnDrop(c);
-                    }
+                    lock (Gate) OnDrop(c);
                     Flush();
                     return;
                 }
@@ -113,14 +115,15 @@ namespace LockingCenter
             return b;
         }
 
-        async Task ReadLoop(Conn c)
+        /// <summary>The reader of c, a thread of its own, as the writer.</summary>
+        void ReadLoop(Conn c)
         {
             var buf = new byte[64 * 1024];
             try
             {
                 for (;;)
                 {
-                    int n = await c.Stream.ReadAsync(buf, 0, buf.Length).ConfigureAwait(false);
+                    int n = c.Stream.Read(buf, 0, buf.Length);
                     if (n == 0) break;
                     bool go;
                     lock (Gate)
@@ -172,7 +175,8 @@ namespace LockingCenter
             conn = c;
             Raise(SessionState.Connected);
             if (c.Reader.Buffered > 0 && !Consume(c)) return;
-            Task.Run(() => ReadLoop(c));
+            new Thread(() => ReadLoop(c)) { IsBackground = true, Name = "lc-session-reader" }.Start();
+            new Thread(() => WriteLoop(c)) { IsBackground = true, Name = "lc-session-writer" }.Start();
             Arm(0);
         }
 
@@ -180,6 +184,7 @@ namespace LockingCenter
         void OnDrop(Conn c)
         {
             c.Kill();
+            Monitor.PulseAll(Gate); // its writer ends
             if (conn != c) return;
             conn = null;
             ping = null;
@@ -232,9 +237,11 @@ namespace LockingCenter
 
         double LostDeadline => lastAck + ttl - Margin(ttl);
 
+        /// <summary>Arms the lost deadline's timer unless it is: the deadline only moves later, so a timer that fires early re-arms.</summary>
         void ArmLost()
         {
-            if (err != null) return;
+            if (err != null || lostArmed) return;
+            lostArmed = true;
             if (lostTimer == null) lostTimer = new Timer(_ => LostDue());
             lostTimer.Change((long)Math.Max(1, LostDeadline - Now), Timeout.Infinite);
         }
@@ -248,6 +255,7 @@ namespace LockingCenter
         {
             lock (Gate)
             {
+                lostArmed = false;
                 if (err != null) return;
                 if (Now < LostDeadline)
                 {

@@ -452,6 +452,7 @@ namespace LockingCenter
             {
                 conn.Kill();
                 conn = null;
+                Monitor.PulseAll(Gate); // its writer ends
             }
             Raise(SessionState.Ended);
             after.Add(ended.Cancel);
