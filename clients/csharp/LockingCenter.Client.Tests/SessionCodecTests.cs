@@ -12,8 +12,11 @@ namespace LockingCenter.Tests
         static Dictionary<string, object> root;
 
         /// <summary>Loads the session vectors that sit beside the v1 file at vectorsPath.</summary>
+        public static string VectorsPath { get; private set; }
+
         public static void Load(string vectorsPath)
         {
+            VectorsPath = vectorsPath;
             string path = Path.Combine(Path.GetDirectoryName(Path.GetFullPath(vectorsPath)), "session-vectors.json");
             root = (Dictionary<string, object>)MiniJson.Parse(File.ReadAllText(path));
         }

@@ -225,6 +225,24 @@ namespace LockingCenter.Tests
             Check.That(await SessionExamples.FromEnvironment(address) > 0, "the environment example got no token");
         }
 
+        /// <summary>Every region of SessionExample/Examples.cs is quoted in README.md as it is, so the README shows code that the test above runs.</summary>
+        [Test]
+        static void TheReadmeQuotesTheExamples()
+        {
+            string dir = Path.GetDirectoryName(Path.GetFullPath(SessionCodecTests.VectorsPath));
+            string readme = File.ReadAllText(Path.Combine(dir, "..", "csharp", "README.md"));
+            string examples = File.ReadAllText(Path.Combine(dir, "..", "csharp", "SessionExample", "Examples.cs"));
+            MatchCollection regions = Regex.Matches(examples, @"// #region (\w+)\n(.*?)\n[ ]*// #endregion \1", RegexOptions.Singleline);
+            Check.That(regions.Count >= 5, "only " + regions.Count + " example regions");
+            foreach (Match m in regions)
+            {
+                string[] lines = m.Groups[2].Value.Split('\n');
+                int indent = lines.Where(l => l.Trim().Length > 0).Min(l => l.Length - l.TrimStart().Length);
+                string quoted = string.Join("\n", lines.Select(l => l.Length >= indent ? l.Substring(indent) : l.Trim()));
+                Check.That(readme.Contains("```csharp\n" + quoted + "\n```"), "README.md does not quote the example " + m.Groups[1].Value + " as it is");
+            }
+        }
+
         static async Task<T> Throws<T>(Task t, string what) where T : Exception
         {
             try

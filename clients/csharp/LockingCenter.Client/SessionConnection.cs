@@ -28,6 +28,7 @@ namespace LockingCenter
         string leader = "", silent = "";
         double shunUntil;
         static readonly Random Jitter = new Random();
+        const double OpenFloorMs = 3000;
 
         /// <summary>One connection of a session.</summary>
         sealed class Conn
@@ -476,8 +477,12 @@ namespace LockingCenter
             byte[] bytes = HelloBytes();
             nextId = 1;
             // The keepalive is known from the WELCOME only; the TTL asked for
-            // (or the server's default) bounds each attempt beforehand.
-            double bound = SilenceOf((ttlAsked > 0 ? ttlAsked : ServerDefaultTtl) / 3);
+            // (or the server's default) bounds each attempt beforehand, but
+            // never under OpenFloorMs: a process's first connection pays for
+            // the runtime's warm-up (Mono compiles the socket and TLS paths as
+            // it first runs them, a second or more on a loaded host), and no
+            // session is at stake yet.
+            double bound = Math.Max(SilenceOf((ttlAsked > 0 ? ttlAsked : ServerDefaultTtl) / 3), OpenFloorMs);
             Exception last = null;
             Handshake got = null;
             double sentAt = 0;
