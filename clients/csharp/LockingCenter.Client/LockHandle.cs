@@ -150,14 +150,14 @@ namespace LockingCenter
         Task Quietly() => Session.Ignoring<LockLostException>(ReleaseAsync());
 
         /// <summary>Ends the handle: released, orphaned, or lost with its exception. Called under the session's gate.</summary>
-        internal void End(LockState state, LockLostException lossCause, List<Action> after)
+        internal void End(LockState state, LockLostException lossCause, List<After> after)
         {
             if (StateLocked != LockState.Held) return;
             StateLocked = state;
             Hold = null;
             if (state != LockState.Lost) return;
             cause = lossCause;
-            after.Add(lost.Cancel);
+            after.Add((Action)lost.Cancel);
         }
 
         internal LockLostException CauseLocked => cause;

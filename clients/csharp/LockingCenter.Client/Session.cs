@@ -55,7 +55,7 @@ namespace LockingCenter
         static readonly UTF8Encoding StrictUtf8 = new UTF8Encoding(false, true);
 
         internal readonly object Gate = new object();
-        List<Action> after = new List<Action>();
+        List<After> after = new List<After>();
 
         readonly List<string> addrs;
         readonly byte[] name;
@@ -386,12 +386,16 @@ namespace LockingCenter
                 }
             }
             Flush();
-            return Cast(r.Tcs.Task);
+            return r.Granted.Task;
         }
 
-        static async Task<LockHandle> Cast(Task<object> t) => (LockHandle)await t.ConfigureAwait(false);
-
-        Request NewRequest(byte type, string op, byte[] keyBytes) => new Request { Type = type, Op = op, KeyBytes = keyBytes };
+        static Request NewRequest(byte type, string op, byte[] keyBytes)
+        {
+            var r = new Request { Type = type, Op = op, KeyBytes = keyBytes };
+            if (type == FrameType.Acquire) r.Granted = new TaskCompletionSource<LockHandle>(TaskCreationOptions.RunContinuationsAsynchronously);
+            else r.Tcs = new TaskCompletionSource<object>(TaskCreationOptions.RunContinuationsAsynchronously);
+            return r;
+        }
 
         /// <summary>A request that waits for no key: its task fails with SessionTimeoutException after the request timeout. Under the gate.</summary>
         Task<object> Bounded(byte type, string op, byte[] keyBytes, List<Field> fields, Action<Request> init)
@@ -501,32 +505,55 @@ namespace LockingCenter
             if (r.Registration.HasValue)
             {
                 CancellationTokenRegistration reg = r.Registration.Value;
-                after.Add(() => reg.Dispose());
+                after.Add((Action)reg.Dispose);
             }
             // Completed outside the gate, in the order the session settled them.
-            TaskCompletionSource<object> tcs = r.Tcs;
-            if (e is OperationCanceledException oce) after.Add(() => tcs.TrySetCanceled(oce.CancellationToken));
-            else if (e != null) after.Add(() => tcs.TrySetException(e));
-            else after.Add(() => tcs.TrySetResult(value));
+            after.Add(new After { Request = r, Error = e, Value = value });
         }
 
-        /// <summary>Runs, outside the gate, what the gate's holders left to run: the cancellation of loss tokens, events.</summary>
+        /// <summary>
+        /// Runs, outside the gate, what the gate's holders left to do: it sends
+        /// the frames queued for the connection, unless another thread is
+        /// sending them (then that one sends these too, in the same write), and
+        /// runs the completions, the cancellation of loss tokens and the events,
+        /// in the order they were settled. Every method that takes the gate
+        /// calls it after it lets go.
+        /// </summary>
         internal void Flush()
         {
             for (;;)
             {
-                List<Action> run;
+                List<After> run = null;
+                Conn writer = null;
+                byte[] batch = null;
                 lock (Gate)
                 {
-                    if (after.Count == 0) return;
-                    run = after;
-                    after = new List<Action>();
+                    if (conn != null && !conn.Writing && conn.Out.Count > 0)
+                    {
+                        writer = conn;
+                        writer.Writing = true;
+                        batch = TakeOut(writer);
+                    }
+                    else if (after.Count > 0)
+                    {
+                        run = after;
+                        after = new List<After>();
+                    }
+                    else
+                    {
+                        return;
+                    }
                 }
-                foreach (Action a in run)
+                if (writer != null)
+                {
+                    Send(writer, batch);
+                    continue;
+                }
+                foreach (After a in run)
                 {
                     try
                     {
-                        a();
+                        a.Run();
                     }
                     catch (Exception e) when (!(e is OutOfMemoryException))
                     {
@@ -539,7 +566,7 @@ namespace LockingCenter
         void Raise(SessionState state)
         {
             EventHandler<SessionState> h = StateChanged;
-            if (h != null) after.Add(() => h(this, state));
+            if (h != null) after.Add((Action)(() => h(this, state)));
         }
 
         /// <summary>LockHandle.ReleaseAsync, under the gate.</summary>
@@ -653,7 +680,40 @@ namespace LockingCenter
         public double Deadline;
         public Action OnDeadline;
         public CancellationTokenRegistration? Registration;
-        public readonly TaskCompletionSource<object> Tcs = new TaskCompletionSource<object>(TaskCreationOptions.RunContinuationsAsynchronously);
+        public TaskCompletionSource<object> Tcs;
+        public TaskCompletionSource<LockHandle> Granted;
+
+        /// <summary>Completes the request's task: cancelled, failed, or with value.</summary>
+        public void Complete(Exception e, object value)
+        {
+            var oce = e as OperationCanceledException;
+            if (Granted != null)
+            {
+                if (oce != null) Granted.TrySetCanceled(oce.CancellationToken);
+                else if (e != null) Granted.TrySetException(e);
+                else Granted.TrySetResult((LockHandle)value);
+            }
+            else if (oce != null) Tcs.TrySetCanceled(oce.CancellationToken);
+            else if (e != null) Tcs.TrySetException(e);
+            else Tcs.TrySetResult(value);
+        }
+    }
+
+    /// <summary>What the gate's holders leave to run outside it: a request to complete, or an action.</summary>
+    internal struct After
+    {
+        public Request Request;
+        public Exception Error;
+        public object Value;
+        public Action Action;
+
+        public static implicit operator After(Action a) => new After { Action = a };
+
+        public void Run()
+        {
+            if (Request != null) Request.Complete(Error, Value);
+            else Action();
+        }
     }
 
     /// <summary>One lock the server holds for the session (a token), and the handles on it (more than one when reentrant).</summary>

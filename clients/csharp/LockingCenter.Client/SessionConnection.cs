@@ -38,7 +38,7 @@ namespace LockingCenter
             public Stream Stream;
             public readonly FrameReader Reader = new FrameReader();
             public readonly List<byte[]> Out = new List<byte[]>();
-            public bool WriterWaits, Dead;
+            public bool Writing, Dead;
 
             public void Kill()
             {
@@ -62,44 +62,51 @@ namespace LockingCenter
 
         // --- writing and reading the attached connection ---
 
-        /// <summary>Queues bytes for c's writer, which sends everything queued in one write. Under the gate.</summary>
-        void Write(Conn c, byte[] b)
+        /// <summary>Queues bytes for c; <see cref="Flush"/> sends them. Under the gate.</summary>
+        void Write(Conn c, byte[] b) => c.Out.Add(b);
+
+        /// <summary>What c has queued, in one buffer. Under the gate.</summary>
+        static byte[] TakeOut(Conn c)
         {
-            c.Out.Add(b);
-            if (c.WriterWaits) Monitor.PulseAll(Gate);
+            byte[] batch = c.Out.Count == 1 ? c.Out[0] : Join(c.Out);
+            c.Out.Clear();
+            return batch;
         }
 
         /// <summary>
-        /// The writer of c, a thread of its own: blocking writes on a thread
-        /// that does nothing else cost less, under Mono, than asynchronous ones
-        /// that hop between the pool's threads.
+        /// Writes batch to c, then whatever was queued meanwhile, until nothing
+        /// is left, on the calling thread: one thread writes at a time, and the
+        /// others' frames go out in its next write. A blocking write costs less
+        /// under Mono than an asynchronous one, or a writer thread to wake.
         /// </summary>
-        void WriteLoop(Conn c)
+        void Send(Conn c, byte[] batch)
         {
-            for (;;)
+            while (batch != null)
             {
-                byte[] batch;
-                lock (Gate)
-                {
-                    while (c.Out.Count == 0 && !c.Dead)
-                    {
-                        c.WriterWaits = true;
-                        Monitor.Wait(Gate);
-                        c.WriterWaits = false;
-                    }
-                    if (c.Dead) return;
-                    batch = c.Out.Count == 1 ? c.Out[0] : Join(c.Out);
-                    c.Out.Clear();
-                }
                 try
                 {
                     c.Stream.Write(batch, 0, batch.Length);
                 }
                 catch (Exception e) when (e is IOException || e is ObjectDisposedException || e is SocketException || e is InvalidOperationException)
                 {
-                    lock (Gate) OnDrop(c);
-                    Flush();
+                    lock (Gate)
+                    {
+                        c.Writing = false;
+                        OnDrop(c);
+                    }
                     return;
+                }
+                lock (Gate)
+                {
+                    if (c.Out.Count == 0 || c.Dead)
+                    {
+                        c.Writing = false;
+                        batch = null;
+                    }
+                    else
+                    {
+                        batch = TakeOut(c);
+                    }
                 }
             }
         }
@@ -116,7 +123,7 @@ namespace LockingCenter
             return b;
         }
 
-        /// <summary>The reader of c, a thread of its own, as the writer.</summary>
+        /// <summary>The reader of c, a thread of its own: blocking reads cost less under Mono than asynchronous ones.</summary>
         void ReadLoop(Conn c)
         {
             var buf = new byte[64 * 1024];
@@ -177,7 +184,6 @@ namespace LockingCenter
             Raise(SessionState.Connected);
             if (c.Reader.Buffered > 0 && !Consume(c)) return;
             new Thread(() => ReadLoop(c)) { IsBackground = true, Name = "lc-session-reader" }.Start();
-            new Thread(() => WriteLoop(c)) { IsBackground = true, Name = "lc-session-writer" }.Start();
             Arm(0);
         }
 
@@ -185,7 +191,6 @@ namespace LockingCenter
         void OnDrop(Conn c)
         {
             c.Kill();
-            Monitor.PulseAll(Gate); // its writer ends
             if (conn != c) return;
             conn = null;
             ping = null;

@@ -229,7 +229,7 @@ namespace LockingCenter
         public static Fields DecodeFields(byte[] b, int at, int end)
         {
             var list = new List<Field>();
-            var seen = new bool[256];
+            ulong seenLow = 0, seenHigh = 0; // a bit per tag below 64, then below 128; higher tags are checked by search
             while (at < end)
             {
                 if (end - at < 3) throw new SessionProtocolException("a field header cut short");
@@ -252,8 +252,22 @@ namespace LockingCenter
                 }
                 else
                 {
-                    if (seen[tag]) throw new SessionProtocolException(string.Format("field 0x{0:x2} given twice", tag));
-                    seen[tag] = true;
+                    bool twice;
+                    if (tag < 64)
+                    {
+                        twice = (seenLow & 1UL << tag) != 0;
+                        seenLow |= 1UL << tag;
+                    }
+                    else if (tag < 128)
+                    {
+                        twice = (seenHigh & 1UL << (tag - 64)) != 0;
+                        seenHigh |= 1UL << (tag - 64);
+                    }
+                    else
+                    {
+                        twice = list.Exists(x => x.Tag == tag);
+                    }
+                    if (twice) throw new SessionProtocolException(string.Format("field 0x{0:x2} given twice", tag));
                     list.Add(new Field(tag, value));
                 }
                 at += 3 + size;

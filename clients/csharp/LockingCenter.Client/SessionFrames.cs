@@ -452,10 +452,9 @@ namespace LockingCenter
             {
                 conn.Kill();
                 conn = null;
-                Monitor.PulseAll(Gate); // its writer ends
             }
             Raise(SessionState.Ended);
-            after.Add(ended.Cancel);
+            after.Add((Action)ended.Cancel);
         }
 
         /// <summary>Ends the session for e, its locks lost for reason.</summary>
