@@ -58,7 +58,12 @@ namespace LockingCenter
         /// <summary>The reentrancy count the server gave at the grant (1 unless reentrant).</summary>
         public uint Count { get; }
 
-        /// <summary>Cancelled once the lock is lost, with <see cref="LostReason"/> and <see cref="LossException"/> set before.</summary>
+        /// <summary>
+        /// Cancelled once the lock is lost, with <see cref="LostReason"/> and
+        /// <see cref="LossException"/> set before. Callbacks registered on it run
+        /// on the session's reader thread: keep them short, and never wait there
+        /// for an answer of the same session.
+        /// </summary>
         public CancellationToken HandleLostToken => lost.Token;
 
         /// <summary>Why the lock was lost, or null while it has not been.</summary>

@@ -215,6 +215,7 @@ namespace LockingCenter
             if (mine != null) return mine.ReleaseAsync();
             lock (Gate)
             {
+                if (err != null) return Task.FromException(err);
                 t = Bounded(FrameType.Release, "release", keyBytes, new List<Field> { Field.Bytes(Tag.Key, keyBytes), Field.U64(Tag.Token, token) },
                     r => r.Token = token);
             }
@@ -250,7 +251,14 @@ namespace LockingCenter
         /// </summary>
         public Task CloseAsync()
         {
-            lock (Gate) return closing ?? (closing = CloseCore());
+            var start = new Task<Task>(CloseCore);
+            lock (Gate)
+            {
+                if (closing != null) return closing;
+                closing = start.Unwrap();
+            }
+            start.RunSynchronously(); // outside the gate, as every caller of Flush
+            return closing;
         }
 
         /// <summary>Closes the session as <see cref="CloseAsync"/>, blocking; a failure to tell the server is not thrown (the locks end as lost).</summary>
