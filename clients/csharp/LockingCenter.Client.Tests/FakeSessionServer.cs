@@ -11,7 +11,8 @@ namespace LockingCenter.Tests
     /// <summary>
     /// A scripted session port on 127.0.0.1: each connection's preface is
     /// read, then every frame the client sends goes to the script, which
-    /// returns the frames to answer with (none: silence). Received frames
+    /// returns the frames to answer with (none: silence; null: close the
+    /// connection). Received frames
     /// are kept, with their connection's number, for the test to wait on.
     /// </summary>
     sealed class FakeSessionServer : IDisposable
@@ -95,7 +96,13 @@ namespace LockingCenter.Tests
                     for (Frame f = reader.Next(); f != null; f = reader.Next())
                     {
                         Received.Add(new KeyValuePair<int, Frame>(n, f));
-                        foreach (byte[] answer in script(n, f)) s.Write(answer, 0, answer.Length);
+                        IEnumerable<byte[]> answers = script(n, f);
+                        if (answers == null)
+                        {
+                            c.Close();
+                            return;
+                        }
+                        foreach (byte[] answer in answers) s.Write(answer, 0, answer.Length);
                     }
                 }
             }

@@ -340,6 +340,84 @@ namespace LockingCenter.Tests
             }
         }
 
+        /// <summary>
+        /// After a drop, the WELCOME of the resume settles what was in flight:
+        /// an acquire at or below applied that the server lists as held is
+        /// granted with the listed token, one above applied is sent again with
+        /// its id, and a lock held before the drop keeps its token.
+        /// </summary>
+        [Test]
+        static async Task ResumeSettlesWhatWasInFlight()
+        {
+            var keyA = new byte[] { 0x61 };
+            Func<byte[], ulong, ulong, byte[]> granted = (key, id, token) => Wire.Encode(FrameType.Granted, id, new List<Field>
+            {
+                Field.Bytes(Tag.Key, key), Field.U64(Tag.Token, token), Field.U32(Tag.Count, 1),
+            });
+            Func<byte[], ulong, ulong, byte[]> heldItem = (key, token, request) => Wire.Encode(0, 0, new List<Field>
+            {
+                Field.Bytes(Tag.Key, key), Field.U64(Tag.Token, token), Field.U64(Tag.Request, request), Field.U8(Tag.Mode, 0), Field.U32(Tag.Count, 1),
+            }).Skip(13).ToArray();
+            ulong firstAcquire = 0, lost = 0, resent = 0;
+            using (var fake = new FakeSessionServer((n, f) =>
+            {
+                if (f.Type == FrameType.Hello) return new[] { FakeSessionServer.Welcome(f.Id, 10000, 3000) };
+                if (n == 0 && f.Type == FrameType.Acquire && firstAcquire == 0)
+                {
+                    firstAcquire = f.Id;
+                    return new[] { granted(f.Get(Tag.Key), f.Id, 70) };
+                }
+                if (n == 0 && f.Type == FrameType.Acquire && lost == 0)
+                {
+                    lost = f.Id; // applied, its answer lost with the connection
+                    return None;
+                }
+                if (n == 0 && f.Type == FrameType.Acquire) return null; // never applied: the connection drops
+                if (n == 1 && f.Type == FrameType.Resume)
+                {
+                    return new[]
+                    {
+                        Wire.Encode(FrameType.Welcome, f.Id, new List<Field>
+                        {
+                            Field.U64(Tag.Session, 1), Field.Bytes(Tag.Secret, new byte[16]), Field.U32(Tag.TtlMs, 10000),
+                            Field.U32(Tag.KeepaliveMs, 3000), Field.Bytes(Tag.Server, new byte[] { 0x66 }), Field.U64(Tag.Applied, lost),
+                            Field.Bytes(Tag.Held, heldItem(keyA, 70, firstAcquire)), Field.Bytes(Tag.Held, heldItem(new byte[] { 0x62 }, 71, lost)),
+                        }),
+                    };
+                }
+                if (n == 1 && f.Type == FrameType.Acquire)
+                {
+                    resent = f.Id;
+                    return new[] { granted(f.Get(Tag.Key), f.Id, 72) };
+                }
+                return new[] { FakeSessionServer.Ok(f) };
+            }))
+            using (Session s = await Session.ConnectAsync(fake.Address))
+            {
+                LockHandle a = await s.AcquireAsync("a");
+                Task<LockHandle> b = s.AcquireAsync("b");
+                while (lost == 0) fake.Next();
+                Task<LockHandle> c = s.AcquireAsync("c");
+                LockHandle gotB = await Within(b, "the acquire whose answer was lost");
+                LockHandle gotC = await Within(c, "the acquire sent again");
+                Check.That(gotB.FencingToken == 71, "b granted with token " + gotB.FencingToken + ", want the listed 71");
+                Check.That(gotC.FencingToken == 72 && resent > lost, "c granted with " + gotC.FencingToken + " at id " + resent);
+                Check.That(a.IsHeld && a.FencingToken == 70, "the lock held before the drop: " + a.State);
+            }
+        }
+
+        [Test]
+        static void OptionsFromTheEnvironment()
+        {
+            SessionOptions o = SessionOptions.FromEnvironment(new Dictionary<string, string> { { "LC_TOKEN", "t0k" }, { "LC_SOURCE", "job-1" }, { "LC_TLS", "true" } });
+            Check.That(o.Token == "t0k" && o.Name == "job-1" && o.Tls != null && o.Tls.CaFile == null, "LC_TOKEN, LC_SOURCE, LC_TLS");
+            Check.That(SessionOptions.FromEnvironment(new Dictionary<string, string>()).Tls == null, "TLS without a variable asking for it");
+            Check.Throws<NotSupportedException>(() => SessionOptions.FromEnvironment(new Dictionary<string, string> { { "LC_KEY_FILE", "k.pem" } }),
+                "LC_KEY_FILE");
+            Check.Throws<IOException>(() => SessionOptions.FromEnvironment(new Dictionary<string, string> { { "LC_CA_FILE", "/nonexistent/ca.crt" } }),
+                "a CA file that is not there");
+        }
+
         /// <summary>GOODBYE not_leader with a leader: the session follows it.</summary>
         [Test]
         static async Task NotLeaderIsFollowed()
