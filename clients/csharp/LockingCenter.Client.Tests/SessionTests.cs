@@ -167,6 +167,7 @@ namespace LockingCenter.Tests
             {
                 LockHandle lk = await a.AcquireAsync(Key("busy"));
                 Check.That(await b.TryAcquireAsync(Key("busy")) == null, "a try of a held key was not null");
+                Check.That(b.TryAcquire(Key("busy")) == null, "a blocking try of a held key was not null");
                 Check.That(await b.TryAcquireAsync(Key("busy"), TimeSpan.FromMilliseconds(100)) == null, "a bounded try of a held key was not null");
                 var e = await Throws<SessionTimeoutException>(b.AcquireAsync(Key("busy"), TimeSpan.FromMilliseconds(100)), "a bounded acquire");
                 Check.That(e.ServerCode == "timeout", "bounded acquire: " + e.ServerCode);

@@ -171,12 +171,12 @@ namespace LockingCenter
         /// <exception cref="SessionTimeoutException">The wait ran out, or the key was busy with a timeout of zero.</exception>
         public Task<LockHandle> AcquireAsync(string key, TimeSpan? timeout = null,
             CancellationToken cancellationToken = default(CancellationToken), AcquireOptions options = null) =>
-            Acquire(Protocol.ToBytes(key ?? throw new ArgumentNullException(nameof(key)), nameof(key)), key, timeout, false, cancellationToken, options);
+            AcquireCore(Protocol.ToBytes(key ?? throw new ArgumentNullException(nameof(key)), nameof(key)), key, timeout, false, cancellationToken, options);
 
         /// <summary>As <see cref="AcquireAsync(string, TimeSpan?, CancellationToken, AcquireOptions)"/>, with a binary key.</summary>
         public Task<LockHandle> AcquireAsync(byte[] key, TimeSpan? timeout = null,
             CancellationToken cancellationToken = default(CancellationToken), AcquireOptions options = null) =>
-            Acquire(Copy(key), null, timeout, false, cancellationToken, options);
+            AcquireCore(Copy(key), null, timeout, false, cancellationToken, options);
 
         /// <summary>
         /// As <see cref="AcquireAsync(string, TimeSpan?, CancellationToken, AcquireOptions)"/>,
@@ -186,12 +186,22 @@ namespace LockingCenter
         /// </summary>
         public Task<LockHandle> TryAcquireAsync(string key, TimeSpan timeout = default(TimeSpan),
             CancellationToken cancellationToken = default(CancellationToken), AcquireOptions options = null) =>
-            Acquire(Protocol.ToBytes(key ?? throw new ArgumentNullException(nameof(key)), nameof(key)), key, timeout, true, cancellationToken, options);
+            AcquireCore(Protocol.ToBytes(key ?? throw new ArgumentNullException(nameof(key)), nameof(key)), key, timeout, true, cancellationToken, options);
 
         /// <summary>As <see cref="TryAcquireAsync(string, TimeSpan, CancellationToken, AcquireOptions)"/>, with a binary key.</summary>
         public Task<LockHandle> TryAcquireAsync(byte[] key, TimeSpan timeout = default(TimeSpan),
             CancellationToken cancellationToken = default(CancellationToken), AcquireOptions options = null) =>
-            Acquire(Copy(key), null, timeout, true, cancellationToken, options);
+            AcquireCore(Copy(key), null, timeout, true, cancellationToken, options);
+
+        /// <summary>Blocking form of <see cref="AcquireAsync(string, TimeSpan?, CancellationToken, AcquireOptions)"/>.</summary>
+        public LockHandle Acquire(string key, TimeSpan? timeout = null,
+            CancellationToken cancellationToken = default(CancellationToken), AcquireOptions options = null) =>
+            AcquireAsync(key, timeout, cancellationToken, options).GetAwaiter().GetResult();
+
+        /// <summary>Blocking form of <see cref="TryAcquireAsync(string, TimeSpan, CancellationToken, AcquireOptions)"/>.</summary>
+        public LockHandle TryAcquire(string key, TimeSpan timeout = default(TimeSpan),
+            CancellationToken cancellationToken = default(CancellationToken), AcquireOptions options = null) =>
+            TryAcquireAsync(key, timeout, cancellationToken, options).GetAwaiter().GetResult();
 
         /// <summary>
         /// Releases the lock of <paramref name="key"/> with
@@ -356,7 +366,7 @@ namespace LockingCenter
 
         // --- requests ---
 
-        Task<LockHandle> Acquire(byte[] keyBytes, string key, TimeSpan? timeout, bool nullWhenBusy, CancellationToken ct, AcquireOptions options)
+        Task<LockHandle> AcquireCore(byte[] keyBytes, string key, TimeSpan? timeout, bool nullWhenBusy, CancellationToken ct, AcquireOptions options)
         {
             Protocol.CheckKey(keyBytes);
             AcquireOptions o = options ?? new AcquireOptions();
