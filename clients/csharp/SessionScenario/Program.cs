@@ -202,6 +202,20 @@ namespace LockingCenter.SessionScenario
 
         // --- the scenarios ---
 
+        /// <summary>Two sessions of LC_ADDR, the first holding a key.</summary>
+        sealed class HeldByOne
+        {
+            public Session Holder, Other;
+            public LockHandle Lock;
+
+            public static async Task<HeldByOne> Open(string key)
+            {
+                var h = new HeldByOne { Holder = await Program.Open(Env("LC_ADDR")), Other = await Program.Open(Env("LC_ADDR")) };
+                h.Lock = await h.Holder.AcquireAsync(key);
+                return h;
+            }
+        }
+
         static async Task AcquireRelease()
         {
             string key = Prefix + "s-acquire-release";
@@ -218,9 +232,9 @@ namespace LockingCenter.SessionScenario
         static async Task TryBusy()
         {
             string key = Prefix + "s-try-busy";
-            Session holder = await Open(Env("LC_ADDR"));
-            Session other = await Open(Env("LC_ADDR"));
-            LockHandle lk = await holder.AcquireAsync(key);
+            HeldByOne held = await HeldByOne.Open(key);
+            Session other = held.Other;
+            LockHandle lk = held.Lock;
             LockHandle got = await other.TryAcquireAsync(key);
             Expect(got == null, "try of a held key gave " + got + ", want null");
             await lk.ReleaseAsync();
@@ -232,9 +246,9 @@ namespace LockingCenter.SessionScenario
         static async Task WaitBound()
         {
             string key = Prefix + "s-wait-bound";
-            Session holder = await Open(Env("LC_ADDR"));
-            Session other = await Open(Env("LC_ADDR"));
-            LockHandle lk = await holder.AcquireAsync(key);
+            HeldByOne held = await HeldByOne.Open(key);
+            Session other = held.Other;
+            LockHandle lk = held.Lock;
             var watch = Stopwatch.StartNew();
             Exception e = await Outcome(other.AcquireAsync(key, TimeSpan.FromMilliseconds(500)));
             long took = watch.ElapsedMilliseconds;
@@ -274,9 +288,9 @@ namespace LockingCenter.SessionScenario
         static async Task StaleRelease()
         {
             string key = Prefix + "s-stale-release";
-            Session holder = await Open(Env("LC_ADDR"));
-            Session other = await Open(Env("LC_ADDR"));
-            LockHandle lk = await holder.AcquireAsync(key);
+            HeldByOne held = await HeldByOne.Open(key);
+            Session holder = held.Holder, other = held.Other;
+            LockHandle lk = held.Lock;
             Exception e = await Outcome(other.ReleaseAsync(key, lk.FencingToken));
             Expect(e is StaleTokenException && ((StaleTokenException)e).ServerCode == "stale_token",
                 "release of another session's token: " + e + ", want StaleTokenException");
