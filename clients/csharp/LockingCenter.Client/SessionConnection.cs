@@ -22,6 +22,7 @@ namespace LockingCenter
         Request ping;
         Replay replay;
         bool reconnecting;
+        int reconnectRuns;
         Timer tickTimer, lostTimer;
         bool lostArmed;
         int at;
@@ -562,6 +563,7 @@ namespace LockingCenter
         {
             if (reconnecting || err != null) return;
             reconnecting = true;
+            int run = ++reconnectRuns;
             Raise(SessionState.Suspended);
             Task.Run(async () =>
             {
@@ -571,7 +573,12 @@ namespace LockingCenter
                 }
                 finally
                 {
-                    lock (Gate) reconnecting = false;
+                    // A resume lets go as it attaches (its connection may drop at
+                    // once, and start the next run), so only this run's flag is cleared.
+                    lock (Gate)
+                    {
+                        if (reconnectRuns == run) reconnecting = false;
+                    }
                     Flush();
                 }
             });
@@ -709,6 +716,7 @@ namespace LockingCenter
                     r.Sent = true;
                     resend.Add(r.Frame);
                 }
+                reconnecting = false; // a drop of the connection attached now starts the next reconnection
                 Attach(got.Conn);
                 if (conn == got.Conn)
                 {
