@@ -168,6 +168,8 @@ namespace LockingCenter.Tests
                 LockHandle lk = await a.AcquireAsync(Key("busy"));
                 Check.That(await b.TryAcquireAsync(Key("busy")) == null, "a try of a held key was not null");
                 Check.That(b.TryAcquire(Key("busy")) == null, "a blocking try of a held key was not null");
+                SessionLock named = b.CreateLock(Key("busy"));
+                Check.That(named.Name == Key("busy") && await named.TryAcquireAsync() == null, "a try of a held key through CreateLock was not null");
                 Check.That(await b.TryAcquireAsync(Key("busy"), TimeSpan.FromMilliseconds(100)) == null, "a bounded try of a held key was not null");
                 var e = await Throws<SessionTimeoutException>(b.AcquireAsync(Key("busy"), TimeSpan.FromMilliseconds(100)), "a bounded acquire");
                 Check.That(e.ServerCode == "timeout", "bounded acquire: " + e.ServerCode);
@@ -175,7 +177,7 @@ namespace LockingCenter.Tests
                 await lk.ReleaseAsync();
                 lk.Dispose();
                 Check.That(lk.State == LockState.Released && !lk.HandleLostToken.IsCancellationRequested, "a released lock: " + lk.State);
-                LockHandle next = await b.TryAcquireAsync(Key("busy"));
+                LockHandle next = await named.TryAcquireAsync();
                 Check.That(next != null && next.FencingToken > lk.FencingToken, "the next holder's token is not above");
                 await next.ReleaseAsync();
             }

@@ -193,6 +193,13 @@ namespace LockingCenter
             CancellationToken cancellationToken = default(CancellationToken), AcquireOptions options = null) =>
             AcquireCore(Copy(key), null, timeout, true, cancellationToken, options);
 
+        /// <summary>The key <paramref name="name"/> as an object to acquire again and again with <paramref name="options"/> (DistributedLock's CreateLock).</summary>
+        public SessionLock CreateLock(string name, AcquireOptions options = null)
+        {
+            Protocol.CheckKey(Protocol.ToBytes(name ?? throw new ArgumentNullException(nameof(name)), nameof(name)));
+            return new SessionLock(this, name, options);
+        }
+
         /// <summary>Blocking form of <see cref="AcquireAsync(string, TimeSpan?, CancellationToken, AcquireOptions)"/>.</summary>
         public LockHandle Acquire(string key, TimeSpan? timeout = null,
             CancellationToken cancellationToken = default(CancellationToken), AcquireOptions options = null) =>
