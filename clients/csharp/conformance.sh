@@ -15,7 +15,8 @@ build_all() {
 	local lib="$build/LockingCenter.Client.dll"
 	mcs -target:library -warnaserror -doc:"$build/LockingCenter.Client.xml" -out:"$lib" \
 		"$here"/LockingCenter.Client/*.cs &&
-		mcs -warnaserror -r:"$lib" -out:"$build/LockingCenter.Client.Tests.exe" "$here"/LockingCenter.Client.Tests/*.cs &&
+		mcs -warnaserror -r:"$lib" -out:"$build/LockingCenter.Client.Tests.exe" "$here"/LockingCenter.Client.Tests/*.cs \
+			"$here"/SessionExample/Examples.cs &&
 		mcs -warnaserror -r:"$lib" -out:"$build/Example.exe" "$here"/Example/*.cs &&
 		mcs -warnaserror -r:"$lib" -out:"$build/Scenario.exe" "$here"/Scenario/*.cs
 }

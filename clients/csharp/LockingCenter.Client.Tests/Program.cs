@@ -52,7 +52,9 @@ namespace LockingCenter.Tests
         {
             try
             {
-                Vectors.Load(args.Length > 0 ? args[0] : "../testdata/vectors.json");
+                string vectors = args.Length > 0 ? args[0] : "../testdata/vectors.json";
+                Vectors.Load(vectors);
+                SessionCodecTests.Load(vectors);
             }
             catch (Exception e)
             {
@@ -65,7 +67,7 @@ namespace LockingCenter.Tests
                 .Where(m => m.GetCustomAttributes(typeof(TestAttribute), false).Length > 0)
                 .OrderBy(m => m.MetadataToken)
                 .ToList();
-            int passed = 0, failed = 0;
+            int passed = 0, failed = 0, skipped = 0;
             foreach (MethodInfo test in tests)
             {
                 string name = test.DeclaringType.Name + "." + test.Name;
@@ -79,12 +81,19 @@ namespace LockingCenter.Tests
                 catch (Exception e)
                 {
                     if (e is TargetInvocationException && e.InnerException != null) e = e.InnerException;
+                    if (e is SkipTest)
+                    {
+                        skipped++;
+                        Console.WriteLine("skip " + name + ": " + e.Message);
+                        continue;
+                    }
                     failed++;
                     Console.WriteLine("FAIL " + name + ": " + (e is TestFailure ? e.Message : e.ToString()));
                 }
             }
+            LiveLcd.Stop();
             if (tests.Count == 0) failed++;
-            Console.WriteLine(passed + " passed, " + failed + " failed");
+            Console.WriteLine(passed + " passed, " + failed + " failed" + (skipped > 0 ? ", " + skipped + " skipped" : ""));
             return failed == 0 ? 0 : 1;
         }
     }

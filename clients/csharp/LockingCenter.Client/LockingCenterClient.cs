@@ -357,7 +357,7 @@ namespace LockingCenter
             }
         }
 
-        static void ParseAddress(string address, out string host, out int port)
+        internal static void ParseAddress(string address, out string host, out int port)
         {
             int colon = address.LastIndexOf(':');
             if (colon < 0) throw new ArgumentException("address must be host:port: " + address, nameof(address));
