@@ -272,3 +272,9 @@ pub fn dead_addr() -> String {
     let ln = TcpListener::bind("127.0.0.1:0").unwrap();
     ln.local_addr().unwrap().to_string()
 }
+
+/// The shared vectors of the session protocol, clients/testdata/session-vectors.json.
+pub fn session_vectors() -> Json {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/session-vectors.json");
+    parse_json(&std::fs::read_to_string(path).expect("read session-vectors.json"))
+}
