@@ -20,6 +20,9 @@ use locking_center::CancelToken;
 
 type Outcome = Result<(), String>;
 
+/// A scenario: its id and what runs it.
+type Scenario = (&'static str, fn() -> Outcome);
+
 /// Turns any error into the scenario's failure, with what was being done.
 trait Context<T> {
     fn ctx(self, what: &str) -> Result<T, String>;
@@ -541,7 +544,7 @@ fn s_fifo_mixed() -> Outcome {
             waiters(&manager, &k, i + 1)?;
         }
         held.release().ctx("release")?;
-        let mut tokens = vec![0u64; 5];
+        let mut tokens = [0u64; 5];
         for (i, p) in probes.iter_mut() {
             let mut line = String::new();
             BufReader::new(p.stdout.take().ok_or("no stdout")?).read_line(&mut line).ctx("read session-lock")?;
@@ -566,7 +569,7 @@ fn s_fifo_mixed() -> Outcome {
     result
 }
 
-const SCENARIOS: &[(&str, fn() -> Outcome)] = &[
+const SCENARIOS: &[Scenario] = &[
     ("s-acquire-release", s_acquire_release),
     ("s-try-busy", s_try_busy),
     ("s-wait-bound", s_wait_bound),

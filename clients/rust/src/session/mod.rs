@@ -100,6 +100,10 @@ struct State {
     replay: Option<Replay>,
     ended: Option<Error>,
     seed: u64,
+    /// A thread writes `out` now (a caller, or the driver).
+    writing: bool,
+    /// Answers the reader hands over once it lets go of the lock.
+    pending: Vec<(Sender<Reply>, Reply)>,
 }
 
 /// The attached connection.
@@ -241,6 +245,7 @@ struct FrameReader {
     stream: Arc<TcpStream>,
     buf: Vec<u8>,
     start: usize,
+    chunk: Box<[u8]>,
 }
 
 enum ReadError {
@@ -249,37 +254,48 @@ enum ReadError {
 }
 
 impl FrameReader {
+    fn new(stream: Arc<TcpStream>) -> FrameReader {
+        FrameReader { stream, buf: Vec::new(), start: 0, chunk: vec![0; 64 * 1024].into_boxed_slice() }
+    }
+
+    /// The next whole frame of what was read, if there is one.
+    fn buffered(&mut self) -> std::result::Result<Option<Frame>, ReadError> {
+        match frame::decode(&self.buf[self.start..]) {
+            Ok(Some((f, n))) => {
+                self.start += n;
+                if self.start == self.buf.len() {
+                    self.buf.clear();
+                    self.start = 0;
+                }
+                Ok(Some(f))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(ReadError::Format(e)),
+        }
+    }
+
+    /// Reads what the connection has, waiting for at least a byte.
+    fn fill(&mut self) -> std::result::Result<(), ReadError> {
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        match (&*self.stream).read(&mut self.chunk) {
+            Ok(0) => Err(ReadError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "the server closed the connection"))),
+            Ok(n) => {
+                self.buf.extend_from_slice(&self.chunk[..n]);
+                Ok(())
+            }
+            Err(e) => Err(ReadError::Io(e)),
+        }
+    }
+
     fn next(&mut self) -> std::result::Result<Frame, ReadError> {
         loop {
-            match frame::decode(&self.buf[self.start..]) {
-                Ok(Some((f, n))) => {
-                    self.start += n;
-                    if self.start == self.buf.len() {
-                        self.buf.clear();
-                        self.start = 0;
-                    }
-                    return Ok(f);
-                }
-                Ok(None) => {}
-                Err(e) => return Err(ReadError::Format(e)),
+            if let Some(f) = self.buffered()? {
+                return Ok(f);
             }
-            if self.start > 0 {
-                self.buf.drain(..self.start);
-                self.start = 0;
-            }
-            let have = self.buf.len();
-            self.buf.resize(have + 64 * 1024, 0);
-            match (&*self.stream).read(&mut self.buf[have..]) {
-                Ok(0) => {
-                    self.buf.truncate(have);
-                    return Err(ReadError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "the server closed the connection")));
-                }
-                Ok(n) => self.buf.truncate(have + n),
-                Err(e) => {
-                    self.buf.truncate(have);
-                    return Err(ReadError::Io(e));
-                }
-            }
+            self.fill()?;
         }
     }
 
@@ -354,7 +370,7 @@ fn handshake(
     stream.set_read_timeout(Some(left)).map_err(io_err)?;
     stream.set_write_timeout(Some(left)).map_err(io_err)?;
     let stream = Arc::new(stream);
-    let mut rd = FrameReader { stream: stream.clone(), buf: Vec::new(), start: 0 };
+    let mut rd = FrameReader::new(stream.clone());
     let silent = |what: &str| Failure::Other(Error::Timeout(format!("{addr}: no {what} within {left:?}")));
     if let Err(e) = (&*stream).write_all(first) {
         return Err(if timed_out(&e) { silent("write") } else { io_err(e) });
@@ -424,6 +440,7 @@ impl Session {
         if keepalive.is_zero() || keepalive > ttl {
             keepalive = ttl / 3;
         }
+        let _ = stream.set_write_timeout(Some(silence(keepalive)));
         let addr_used = route.current();
         let now = Instant::now();
         let st = State {
@@ -445,6 +462,8 @@ impl Session {
             ping: None,
             replay: None,
             ended: None,
+            writing: false,
+            pending: Vec::new(),
             seed: (id ^ (now.elapsed().as_nanos() as u64)) | 1,
         };
         let inner = Arc::new(Inner {
@@ -532,6 +551,7 @@ impl Session {
             r.by_token = true;
             self.inner.enqueue_release(&mut g, key, token, Some(tx), r);
         }
+        self.inner.flush();
         self.inner.await_done(&rx, "release")
     }
 
@@ -609,7 +629,8 @@ impl Inner {
     }
 
     /// Gives `r` the next request id and queues its frame for the attached
-    /// connection; without one it waits in `inflight` for the next.
+    /// connection; without one it waits in `inflight` for the next. The
+    /// caller then writes it ([`Inner::flush`]) or wakes the driver.
     fn enqueue(&self, g: &mut State, mut r: Request, fields: Vec<Field>) -> u64 {
         g.next_id += 1;
         let id = g.next_id;
@@ -618,10 +639,40 @@ impl Inner {
         if g.conn.is_some() {
             g.out.extend_from_slice(&r.frame);
             r.sent = true;
-            self.wake.notify_one();
         }
         g.inflight.insert(id, r);
         id
+    }
+
+    /// Writes what is queued on the attached connection, unless another
+    /// thread is writing (it takes this too, before it stops). For callers
+    /// that wait for an answer anyway: one thread hop less than the
+    /// driver's write.
+    fn flush(&self) {
+        let mut g = lock(&self.st);
+        if g.writing {
+            return;
+        }
+        g.writing = true;
+        loop {
+            let Some(stream) = g.conn.as_ref().map(|c| c.stream.clone()) else { break };
+            if g.out.is_empty() {
+                break;
+            }
+            let out = std::mem::take(&mut g.out);
+            drop(g);
+            if (&*stream).write_all(&out).is_err() {
+                let _ = stream.shutdown(Shutdown::Both); // the reader sees it and detaches
+            }
+            g = lock(&self.st);
+        }
+        g.writing = false;
+    }
+
+    /// Wakes the driver, which writes what is queued: for what must not
+    /// wait for the network (a guard's drop, the reader).
+    fn poke(&self) {
+        self.wake.notify_one();
     }
 
     fn enqueue_release(&self, g: &mut State, key: &[u8], token: u64, reply: Option<Sender<Reply>>, mut r: Request) {
@@ -635,9 +686,10 @@ impl Inner {
         self.enqueue(g, r, fields);
     }
 
-    /// A RELEASE nobody waits for.
+    /// A RELEASE nobody waits for, written by the driver.
     fn release_quietly(&self, g: &mut State, key: &[u8], token: u64) {
         self.enqueue_release(g, key, token, None, Request::new(typ::RELEASE));
+        self.poke();
     }
 
     fn remember_released(g: &mut State, token: u64) {
@@ -675,6 +727,7 @@ impl Inner {
             r.reply = Some(tx);
             self.enqueue(&mut g, r, fields)
         };
+        self.flush();
         let got = match bound {
             Some(b) => rx.recv_timeout(b).map_err(|e| e == RecvTimeoutError::Timeout),
             None => rx.recv().map_err(|_| false),
@@ -691,16 +744,27 @@ impl Inner {
             _ if gave_up.is_some() => {
                 let cancelled = gave_up == Some(true);
                 let mut g = lock(&self.st);
-                // An answer that crossed the cancel.
-                match rx.try_recv() {
-                    Ok(Reply::Granted(token, cell, _)) => {
+                // An answer that crossed the cancel, or one on its way
+                // from the reader when the request is no longer in flight.
+                let mut late = answer_in(&rx, Duration::ZERO);
+                if late.is_none() {
+                    if self.abandon(&mut g, id) {
+                        self.poke();
+                    } else {
+                        drop(g);
+                        late = answer_in(&rx, self.opts.read_timeout);
+                        g = lock(&self.st);
+                    }
+                }
+                match late {
+                    Some(Reply::Granted(token, cell, _)) => {
                         self.drop_cell(&mut g, token, &cell);
                         cell.end(LostReason::SessionClosed, "released: the acquire was given up");
                         self.release_quietly(&mut g, key, token);
                     }
-                    Ok(Reply::Done(Err(e))) => return Err(e),
-                    Ok(Reply::Busy) => return Ok(None),
-                    _ => self.abandon(&mut g, id),
+                    Some(Reply::Done(Err(e))) => return Err(e),
+                    Some(Reply::Busy) => return Ok(None),
+                    _ => {}
                 }
                 return Err(if cancelled {
                     Error::Cancelled(format!("acquire {}: cancelled", String::from_utf8_lossy(key)))
@@ -727,18 +791,20 @@ impl Inner {
     }
 
     /// Gives up an acquire whose caller has gone: one that never left the
-    /// client is forgotten, another is cancelled on the server.
-    fn abandon(&self, g: &mut State, id: u64) {
-        let Some(r) = g.inflight.get_mut(&id) else { return };
+    /// client is forgotten, another is cancelled on the server. False when
+    /// it was answered already.
+    fn abandon(&self, g: &mut State, id: u64) -> bool {
+        let Some(r) = g.inflight.get_mut(&id) else { return false };
         if !r.sent {
             g.inflight.remove(&id);
-            return;
+            return true;
         }
         r.abandoned = true;
         r.reply = None;
         let mut c = Request::new(typ::CANCEL);
         c.target = id;
         self.enqueue(g, c, vec![Field::u64(tag::TARGET, id)]);
+        true
     }
 
     /// Waits for the answer to a request that waits for no key, within the
@@ -810,6 +876,7 @@ impl Inner {
             r.reply = Some(tx);
             self.enqueue(&mut g, r, Vec::new());
         }
+        self.flush();
         let res = self.await_done(&rx, "close");
         let mut g = lock(&self.st);
         self.end(&mut g, Error::Closed("the session was closed".into()), LostReason::SessionClosed);
@@ -837,24 +904,37 @@ impl Inner {
     fn start_reader(self: &Arc<Self>, generation: u64, mut rd: FrameReader) {
         let me = self.clone();
         let spawned = thread::Builder::new().name("lc-session-reader".into()).spawn(move || {
-            loop {
-                let f = match rd.next() {
-                    Ok(f) => f,
-                    Err(ReadError::Format(e)) => {
-                        let g = lock(&me.st);
-                        if g.generation == generation {
-                            eprintln_debug(&format!("session {}: dropping a connection: {e}", me.id));
-                        }
-                        break;
-                    }
-                    Err(ReadError::Io(_)) => break,
-                };
+            // Every whole frame of a read under one hold of the lock; the
+            // callers are woken after it.
+            let mut go_on = true;
+            while go_on {
                 let mut g = lock(&me.st);
                 if g.generation != generation || g.conn.is_none() {
                     break;
                 }
                 g.heard = Instant::now();
-                if !me.handle(&mut g, f) {
+                loop {
+                    match rd.buffered() {
+                        Ok(Some(f)) => {
+                            if me.handle(&mut g, f) {
+                                continue;
+                            }
+                            go_on = false;
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            if let ReadError::Format(e) = e {
+                                eprintln_debug(&format!("session {}: dropping a connection: {e}", me.id));
+                            }
+                            go_on = false;
+                        }
+                    }
+                    break;
+                }
+                let pending = std::mem::take(&mut g.pending);
+                drop(g);
+                me.hand_over(pending);
+                if go_on && rd.fill().is_err() {
                     break;
                 }
             }
@@ -865,6 +945,21 @@ impl Inner {
         if spawned.is_err() {
             let mut g = lock(&self.st);
             self.detach(&mut g, generation);
+        }
+    }
+
+    /// Wakes the callers of the answers in `pending`. A grant whose caller
+    /// has gone (it gave up the wait as the grant came) is released.
+    fn hand_over(&self, pending: Vec<(Sender<Reply>, Reply)>) {
+        for (tx, r) in pending {
+            if let Err(mpsc::SendError(Reply::Granted(token, cell, _))) = tx.send(r) {
+                let mut g = lock(&self.st);
+                if let Some(key) = g.holds.get(&token).map(|h| h.key.clone()) {
+                    if self.drop_cell(&mut g, token, &cell) {
+                        self.release_quietly(&mut g, &key, token);
+                    }
+                }
+            }
         }
     }
 
@@ -940,8 +1035,8 @@ impl Inner {
             typ::ACQUIRE => match f.typ {
                 typ::GRANTED => self.granted(g, r, f),
                 typ::REFUSED if r.abandoned => {}
-                typ::REFUSED if c == code::BUSY => send(&r.reply, Reply::Busy),
-                typ::REFUSED => send(&r.reply, Reply::Done(Err(Error::refused(c, msg)))),
+                typ::REFUSED if c == code::BUSY => deliver(g, r.reply, Reply::Busy),
+                typ::REFUSED => deliver(g, r.reply, Reply::Done(Err(Error::refused(c, msg)))),
                 _ => {}
             },
             typ::RELEASE | typ::RENEW => {
@@ -966,9 +1061,9 @@ impl Inner {
                     }
                     Ok(())
                 };
-                send(&r.reply, Reply::Done(res));
+                deliver(g, r.reply, Reply::Done(res));
             }
-            typ::CLOSE => send(&r.reply, Reply::Done(Ok(()))),
+            typ::CLOSE => deliver(g, r.reply, Reply::Done(Ok(()))),
             _ => {}
         }
     }
@@ -988,7 +1083,7 @@ impl Inner {
                 rs.fresh.insert(token);
             } else {
                 let Some(h) = rs.held.get(&token) else {
-                    send(&r.reply, Reply::Done(Err(Error::LockLost(
+                    deliver(g, r.reply, Reply::Done(Err(Error::LockLost(
                         LostReason::WhileAway,
                         "granted, then lost while the connection was down".into(),
                     ))));
@@ -1009,14 +1104,13 @@ impl Inner {
             h.deadline = Some(from + left - margin(left));
             self.wake.notify_one();
         }
-        if let Some(tx) = &r.reply {
-            if tx.send(Reply::Granted(token, cell.clone(), count)).is_ok() {
-                return;
+        match r.reply {
+            Some(tx) => g.pending.push((tx, Reply::Granted(token, cell, count))),
+            None => {
+                self.drop_cell(g, token, &cell);
+                self.release_quietly(g, &r.key, token);
             }
         }
-        // Nobody took it.
-        self.drop_cell(g, token, &cell);
-        self.release_quietly(g, &r.key, token);
     }
 
     fn lost(&self, g: &mut State, f: &Frame) {
@@ -1031,7 +1125,7 @@ impl Inner {
         let applied = g.replay.as_ref().map_or(0, |r| r.applied);
         if f.id <= applied && g.inflight.get(&f.id).is_some_and(|r| r.typ == typ::ACQUIRE) {
             let r = g.inflight.remove(&f.id).expect("looked up above");
-            send(&r.reply, Reply::Done(Err(Error::LockLost(reason, "granted, then lost while the connection was down".into()))));
+            deliver(g, r.reply, Reply::Done(Err(Error::LockLost(reason, "granted, then lost while the connection was down".into()))));
         }
     }
 
@@ -1086,16 +1180,16 @@ impl Inner {
                         *extra.entry(token).or_default() -= 1;
                         self.grant_listed(g, r, token, &rs);
                     } else {
-                        send(&r.reply, Reply::Done(Err(Error::LockLost(
+                        deliver(g, r.reply, Reply::Done(Err(Error::LockLost(
                             LostReason::WhileAway,
                             "the answer was lost with the connection: refused, or granted and lost since".into(),
                         ))));
                     }
                 }
                 typ::RENEW if !rs.held.contains_key(&r.token) => {
-                    send(&r.reply, Reply::Done(Err(Error::LockLost(LostReason::WhileAway, "lost while the connection was down".into()))));
+                    deliver(g, r.reply, Reply::Done(Err(Error::LockLost(LostReason::WhileAway, "lost while the connection was down".into()))));
                 }
-                _ => send(&r.reply, Reply::Done(Ok(()))),
+                _ => deliver(g, r.reply, Reply::Done(Ok(()))),
             }
         }
         for (token, h) in &rs.held {
@@ -1162,14 +1256,15 @@ impl Inner {
                     next = next.min(due);
                 }
             }
-            if !g.out.is_empty() {
+            if !g.out.is_empty() && !g.writing {
                 let out = std::mem::take(&mut g.out);
+                g.writing = true;
                 drop(g);
-                let _ = stream.set_write_timeout(Some(self.silence()));
                 if (&*stream).write_all(&out).is_err() {
                     let _ = stream.shutdown(Shutdown::Both); // the reader sees it and detaches
                 }
                 g = lock(&self.st);
+                g.writing = false;
                 continue;
             }
             let wait = next.saturating_duration_since(now).max(Duration::from_millis(1));
@@ -1361,6 +1456,7 @@ impl Inner {
                 rs.parked.insert(req);
             }
         }
+        let _ = stream.set_write_timeout(Some(self.silence()));
         self.ack(&mut g, sent_at);
         g.heard = Instant::now();
         let mut out = Vec::new();
@@ -1395,9 +1491,25 @@ impl Inner {
     }
 }
 
-fn send(reply: &Option<Sender<Reply>>, r: Reply) {
+/// The answer `rx` has within `wait`, passing over the cancel's messages.
+fn answer_in(rx: &Receiver<Reply>, wait: Duration) -> Option<Reply> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let r = match deadline.checked_duration_since(Instant::now()) {
+            Some(left) if !left.is_zero() => rx.recv_timeout(left).ok(),
+            _ => rx.try_recv().ok(),
+        };
+        match r {
+            Some(Reply::CancelAsked) => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Hands `r` to the caller of `reply` once the reader lets go of the lock.
+fn deliver(g: &mut State, reply: Option<Sender<Reply>>, r: Reply) {
     if let Some(tx) = reply {
-        let _ = tx.send(r);
+        g.pending.push((tx, r));
     }
 }
 
@@ -1484,6 +1596,7 @@ impl LockGuard {
             self.cell.end(LostReason::SessionClosed, "released");
             self.session.enqueue_release(&mut g, &self.key, self.token, Some(tx), Request::new(typ::RELEASE));
         }
+        self.session.flush();
         self.session.await_done(&rx, "release")
     }
 
@@ -1509,6 +1622,7 @@ impl LockGuard {
             r.reply = Some(tx);
             self.session.enqueue(&mut g, r, fields);
         }
+        self.session.flush();
         self.session.await_done(&rx, "renew")
     }
 

@@ -234,6 +234,6 @@ pub(crate) fn check_key(key: &[u8]) -> Result<()> {
 
 /// Whole milliseconds, rounded up, at most `u32::MAX`.
 pub(crate) fn millis(d: Duration) -> u32 {
-    let ms = d.as_nanos().div_ceil(1_000_000);
+    let ms = (d.as_nanos() + 999_999) / 1_000_000;
     ms.min(u128::from(u32::MAX)) as u32
 }
