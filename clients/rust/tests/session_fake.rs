@@ -333,3 +333,58 @@ fn a_silent_connection_is_left_for_a_resume() {
     s.close().unwrap();
     server.join().unwrap();
 }
+
+/// A cancel from another thread sends CANCEL naming the parked acquire,
+/// and the acquire returns Cancelled.
+#[test]
+fn cancel_sends_cancel_for_the_parked_acquire() {
+    let (ln, addr) = listen();
+    let (parked, heard) = mpsc::channel();
+    let server = thread::spawn(move || {
+        let mut p = Peer::opened(&ln);
+        let a = p.request();
+        parked.send(()).unwrap();
+        let c = p.request();
+        assert_eq!((c.typ, c.uint(tag::TARGET)), (typ::CANCEL, Some(a.id)));
+        let refused = vec![Field::u8(tag::CODE, code::CANCELLED as u8), Field::bytes(tag::MESSAGE, "cancelled")];
+        p.send(Frame::new(typ::REFUSED, a.id, refused));
+        p.send(Frame::new(typ::OK, c.id, vec![]));
+        p.close();
+    });
+    let s = Session::connect(&addr, opts()).unwrap();
+    let token = locking_center::CancelToken::new();
+    let canceller = {
+        let token = token.clone();
+        thread::spawn(move || {
+            heard.recv().unwrap();
+            token.cancel();
+        })
+    };
+    assert!(matches!(s.acquire("k", AcquireOptions::new().cancel(&token)), Err(Error::Cancelled(_))));
+    canceller.join().unwrap();
+    s.close().unwrap();
+    server.join().unwrap();
+}
+
+/// A renew the server refuses as stale ends the guard with StaleToken.
+#[test]
+fn a_stale_renew_loses_the_lock() {
+    let (ln, addr) = listen();
+    let server = thread::spawn(move || {
+        let mut p = Peer::opened(&ln);
+        let a = p.request();
+        p.grant(&a, 5, None);
+        let r = p.request();
+        assert_eq!((r.typ, r.uint(tag::TOKEN), r.uint(tag::LEASE_MS)), (typ::RENEW, Some(5), Some(1500)));
+        let refused = vec![Field::u8(tag::CODE, code::STALE_TOKEN as u8), Field::bytes(tag::MESSAGE, "stale")];
+        p.send(Frame::new(typ::REFUSED, r.id, refused));
+        p.close();
+    });
+    let s = Session::connect(&addr, opts()).unwrap();
+    let g = s.acquire("k", AcquireOptions::new()).unwrap();
+    assert!(matches!(g.renew(Some(Duration::from_millis(1500))), Err(Error::LockLost(LostReason::StaleToken, _))));
+    assert_eq!(g.lost(), Some(LostReason::StaleToken));
+    drop(g); // lost: no RELEASE
+    s.close().unwrap();
+    server.join().unwrap();
+}

@@ -542,6 +542,7 @@ impl Session {
             if let Some(e) = &g.ended {
                 return Err(e.duplicate());
             }
+            g.let_go.remove(&token);
             if let Some(h) = g.holds.remove(&token) {
                 for c in &h.cells {
                     c.end(LostReason::SessionClosed, "released by its token");
@@ -1063,7 +1064,12 @@ impl Inner {
                 };
                 deliver(g, r.reply, Reply::Done(res));
             }
-            typ::CLOSE => deliver(g, r.reply, Reply::Done(Ok(()))),
+            typ::CLOSE => {
+                deliver(g, r.reply, Reply::Done(Ok(())));
+                // Before the server's close of the connection, which must
+                // not bring a resume.
+                self.end(g, Error::Closed("the session was closed".into()), LostReason::SessionClosed);
+            }
             _ => {}
         }
     }
