@@ -997,7 +997,7 @@ var (
 	helloTags    = tagSet(TagName, TagTTL, TagCredential)
 	resumeTags   = tagSet(TagSession, TagSecret, TagCredential)
 	acquireTags  = tagSet(TagKey, TagWait, TagLease, TagDelay, TagMode, TagLimit, TagPriority, TagReentrant, TagOwner, TagNote)
-	releaseTags  = tagSet(TagKey, TagToken)
+	releaseTags  = tagSet(TagKey, TagToken, TagLapse)
 	renewTags    = tagSet(TagKey, TagToken, TagLease)
 	cancelTags   = tagSet(TagTarget)
 	describeTags = tagSet(TagKey)
@@ -1095,6 +1095,13 @@ func (c *conn) handle(f *Frame) bool {
 			if ms, ok := f.Uint(TagLease); ok {
 				cmd.Lease = time.Duration(ms) * time.Millisecond
 			}
+		}
+		if l, ok := f.Uint(TagLapse); ok {
+			if l > 1 {
+				s.queueRaw(refused(nil, f.ID, CodeBadRequest, "lapse must be 0 or 1"))
+				return true
+			}
+			cmd.Lapse = l == 1
 		}
 		k, okKey := f.Get(TagKey)
 		token, okToken := f.Uint(TagToken)
