@@ -388,3 +388,13 @@ fn a_stale_renew_loses_the_lock() {
     s.close().unwrap();
     server.join().unwrap();
 }
+
+/// Sessions and guards cross threads, and so do errors.
+#[test]
+fn sessions_guards_and_errors_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Session>();
+    send_sync::<locking_center::session::LockGuard>();
+    send_sync::<Error>();
+    send_sync::<locking_center::CancelToken>();
+}
