@@ -551,8 +551,8 @@ impl Session {
             let mut r = Request::new(typ::RELEASE);
             r.by_token = true;
             self.inner.enqueue_release(&mut g, key, token, Some(tx), r);
+            self.inner.flush(g);
         }
-        self.inner.flush();
         self.inner.await_done(&rx, "release")
     }
 
@@ -646,11 +646,10 @@ impl Inner {
     }
 
     /// Writes what is queued on the attached connection, unless another
-    /// thread is writing (it takes this too, before it stops). For callers
-    /// that wait for an answer anyway: one thread hop less than the
-    /// driver's write.
-    fn flush(&self) {
-        let mut g = lock(&self.st);
+    /// thread is writing (it takes this too, before it stops), and lets go
+    /// of the lock `g`. For callers that wait for an answer anyway: one
+    /// thread hop less than the driver's write.
+    fn flush<'a>(&'a self, mut g: MutexGuard<'a, State>) {
         if g.writing {
             return;
         }
@@ -726,9 +725,10 @@ impl Inner {
             r.key = key.to_vec();
             r.reentrant = opts.reentrant;
             r.reply = Some(tx);
-            self.enqueue(&mut g, r, fields)
+            let id = self.enqueue(&mut g, r, fields);
+            self.flush(g);
+            id
         };
-        self.flush();
         let got = match bound {
             Some(b) => rx.recv_timeout(b).map_err(|e| e == RecvTimeoutError::Timeout),
             None => rx.recv().map_err(|_| false),
@@ -876,8 +876,8 @@ impl Inner {
             let mut r = Request::new(typ::CLOSE);
             r.reply = Some(tx);
             self.enqueue(&mut g, r, Vec::new());
+            self.flush(g);
         }
-        self.flush();
         let res = self.await_done(&rx, "close");
         let mut g = lock(&self.st);
         self.end(&mut g, Error::Closed("the session was closed".into()), LostReason::SessionClosed);
@@ -1601,8 +1601,8 @@ impl LockGuard {
             self.session.drop_cell(&mut g, self.token, &self.cell);
             self.cell.end(LostReason::SessionClosed, "released");
             self.session.enqueue_release(&mut g, &self.key, self.token, Some(tx), Request::new(typ::RELEASE));
+            self.session.flush(g);
         }
-        self.session.flush();
         self.session.await_done(&rx, "release")
     }
 
@@ -1627,8 +1627,8 @@ impl LockGuard {
             r.token = self.token;
             r.reply = Some(tx);
             self.session.enqueue(&mut g, r, fields);
+            self.session.flush(g);
         }
-        self.session.flush();
         self.session.await_done(&rx, "renew")
     }
 
