@@ -16,4 +16,4 @@ if ! cargo build --offline --quiet --example session-conformance >&2; then
 	echo "session-conformance.sh: the scenario program did not build" >&2
 	exit 1
 fi
-exec target/debug/examples/session-conformance
+exec cargo run --offline --quiet --example session-conformance

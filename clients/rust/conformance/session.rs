@@ -42,11 +42,20 @@ fn log(msg: &str) {
     eprintln!("  {msg}");
 }
 
+/// The run's id, the same for every key of the run.
+fn run_id() -> String {
+    static RUN: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    let mut run = RUN.lock().unwrap_or_else(|e| e.into_inner());
+    run.get_or_insert_with(|| {
+        let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() % 1_000_000_000).unwrap_or(0);
+        t.to_string()
+    })
+    .clone()
+}
+
 /// Keys of one run differ from those of a run before against the same servers.
 fn key(name: &str) -> String {
-    let run = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() % 1_000_000_000).unwrap_or(0);
-    static RUN: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
-    format!("rust/{name}/{}", RUN.get_or_init(|| run))
+    format!("rust/{name}/{}", run_id())
 }
 
 fn probe(args: &[&str]) -> Result<String, String> {
@@ -210,9 +219,8 @@ fn s_lease_expiry() -> Outcome {
     let k = key("lease");
     let (s, o) = (open(&addr, "rust-lease")?, open(&addr, "rust-after")?);
     let start = Instant::now();
-    let lk = s
-        .acquire(&k, plain().lease(Duration::from_millis(500)).lock_delay(Duration::from_secs(2)))
-        .ctx("acquire")?;
+    let lk =
+        s.acquire(&k, plain().lease(Duration::from_millis(500)).lock_delay(Duration::from_secs(2))).ctx("acquire")?;
     let reason = lk.wait_lost(Duration::from_secs(2));
     let lost_at = Instant::now();
     log(&format!("lease lost after {:?}: {reason:?}", start.elapsed()));
@@ -233,9 +241,12 @@ fn s_lease_expiry() -> Outcome {
 
 /// The child of s-kill-client: holds the keys until killed.
 fn hold(args: &[String]) -> ExitCode {
-    let [addr, ttl, delay, keys @ ..] = args else {
-        eprintln!("usage: session-conformance hold ADDR TTL_MS DELAY_MS KEY...");
-        return ExitCode::from(2);
+    let (addr, ttl, delay, keys) = match args {
+        [addr, ttl, delay, keys @ ..] => (addr, ttl, delay, keys),
+        _ => {
+            eprintln!("usage: session-conformance hold ADDR TTL_MS DELAY_MS KEY...");
+            return ExitCode::from(2);
+        }
     };
     let ms = |s: &String| Duration::from_millis(s.parse().unwrap_or(0));
     let run = || -> Result<(Session, Vec<LockGuard>), Error> {
@@ -364,7 +375,8 @@ fn s_leader_stop() -> Outcome {
     if let Some(r) = lk.lost() {
         return Err(format!("the lock was lost: {r}"));
     }
-    let live: Vec<String> = managers.iter().enumerate().filter(|(i, _)| *i != stopped).map(|(_, m)| m.clone()).collect();
+    let live: Vec<String> =
+        managers.iter().enumerate().filter(|(i, _)| *i != stopped).map(|(_, m)| m.clone()).collect();
     expect_held(&leader_manager(&live)?, &k, lk.token())?;
     log(&format!("session on {:?}", s.address()));
     lk.release().ctx("release")

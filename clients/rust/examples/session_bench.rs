@@ -61,7 +61,10 @@ fn round(addr: &str, workers: usize, seconds: f64) -> (f64, f64) {
 }
 
 fn go_round(binary: &str, addr: &str, workers: usize, seconds: f64) -> f64 {
-    let out = Command::new(binary).args([addr, &workers.to_string(), &seconds.to_string()]).output().expect("run the Go program");
+    let out = Command::new(binary)
+        .args([addr, &workers.to_string(), &seconds.to_string()])
+        .output()
+        .expect("run the Go program");
     assert!(out.status.success(), "the Go program: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().parse().expect("the Go program's figure")
 }

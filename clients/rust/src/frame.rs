@@ -112,10 +112,31 @@ pub mod code {
     /// The name docs/protocol.md gives a code.
     pub fn name(code: u64) -> &'static str {
         const NAMES: [&str; 25] = [
-            "code 0", "busy", "timeout", "cancelled", "reset", "stale_token", "duplicate", "bad_request",
-            "unsupported", "session_ended", "not_durable", "lease_expired", "session_expired", "protocol_error",
-            "unknown_session", "shutting_down", "deadlock", "limit_mismatch", "upgrade", "not_leader",
-            "slow_consumer", "unauthenticated", "forbidden", "rate_limited", "over_limit",
+            "code 0",
+            "busy",
+            "timeout",
+            "cancelled",
+            "reset",
+            "stale_token",
+            "duplicate",
+            "bad_request",
+            "unsupported",
+            "session_ended",
+            "not_durable",
+            "lease_expired",
+            "session_expired",
+            "protocol_error",
+            "unknown_session",
+            "shutting_down",
+            "deadlock",
+            "limit_mismatch",
+            "upgrade",
+            "not_leader",
+            "slow_consumer",
+            "unauthenticated",
+            "forbidden",
+            "rate_limited",
+            "over_limit",
         ];
         NAMES.get(code as usize).copied().unwrap_or("an unknown code")
     }
@@ -307,12 +328,18 @@ pub fn parse_fields(mut b: &[u8]) -> Result<Vec<Field>, FormatError> {
 /// range is an error as soon as the length field is there, before
 /// anything else is read.
 pub fn decode(buf: &[u8]) -> Result<Option<(Frame, usize)>, FormatError> {
-    let Some(head) = buf.get(..4) else { return Ok(None) };
+    let head = match buf.get(..4) {
+        Some(h) => h,
+        None => return Ok(None),
+    };
     let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
     if !(HEADER_LEN..=MAX_FRAME_LEN).contains(&len) {
         return Err(FormatError(format!("frame length {len}, want {HEADER_LEN} to {MAX_FRAME_LEN}")));
     }
-    let Some(body) = buf.get(4..4 + len) else { return Ok(None) };
+    let body = match buf.get(4..4 + len) {
+        Some(b) => b,
+        None => return Ok(None),
+    };
     let mut id = [0u8; 8];
     id.copy_from_slice(&body[1..9]);
     let fields = parse_fields(&body[9..])?;

@@ -372,8 +372,9 @@ impl Client {
             }
             timeout = Some(timeout.map_or(left, |t| t.min(left)));
         }
-        let Some(timeout) = timeout else {
-            return TcpStream::connect(&self.addr).map_err(Error::Io);
+        let timeout = match timeout {
+            Some(t) => t,
+            None => return TcpStream::connect(&self.addr).map_err(Error::Io),
         };
         let mut last = io::Error::new(io::ErrorKind::InvalidInput, format!("no address for {}", self.addr));
         for a in self.addr.to_socket_addrs().map_err(Error::Io)? {

@@ -164,7 +164,11 @@ fn busy_is_none_and_refusals_are_errors() {
         let mut p = Peer::opened(&ln);
         for (c, msg) in [(code::BUSY, "held"), (code::FORBIDDEN, "not yours"), (code::DEADLOCK, "cycle")] {
             let a = p.request();
-            p.send(Frame::new(typ::REFUSED, a.id, vec![Field::u8(tag::CODE, c as u8), Field::bytes(tag::MESSAGE, msg)]));
+            p.send(Frame::new(
+                typ::REFUSED,
+                a.id,
+                vec![Field::u8(tag::CODE, c as u8), Field::bytes(tag::MESSAGE, msg)],
+            ));
         }
         p.close();
     });

@@ -118,7 +118,11 @@ fn malformed_frames_are_format_errors() {
     let ok = Frame::new(
         typ::WELCOME,
         1,
-        vec![Field::item(tag::PARKED, &[Field::u64(tag::REQUEST, 5)]), Field::item(tag::PARKED, &[]), Field::u8(0x7f, 1)],
+        vec![
+            Field::item(tag::PARKED, &[Field::u64(tag::REQUEST, 5)]),
+            Field::item(tag::PARKED, &[]),
+            Field::u8(0x7f, 1),
+        ],
     );
     assert_eq!(decode(&ok.encode()).unwrap().unwrap().0, ok);
 }

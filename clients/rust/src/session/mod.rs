@@ -24,7 +24,9 @@ mod error;
 mod options;
 
 pub use error::{Error, LostReason, Result};
-pub use options::{AcquireOptions, SessionOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, MAX_NAME_LEN, MAX_NOTE_LEN};
+pub use options::{
+    AcquireOptions, SessionOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, MAX_NAME_LEN, MAX_NOTE_LEN,
+};
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io::{self, Read, Write};
@@ -223,7 +225,9 @@ enum Failure {
 impl Failure {
     fn error(&self) -> Error {
         match self {
-            Failure::Goodbye { code, message, .. } => Error::refused(*code, format!("the server said goodbye: {message}")),
+            Failure::Goodbye { code, message, .. } => {
+                Error::refused(*code, format!("the server said goodbye: {message}"))
+            }
             Failure::Other(e) => e.duplicate(),
         }
     }
@@ -281,7 +285,9 @@ impl FrameReader {
             self.start = 0;
         }
         match (&*self.stream).read(&mut self.chunk) {
-            Ok(0) => Err(ReadError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "the server closed the connection"))),
+            Ok(0) => {
+                Err(ReadError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "the server closed the connection")))
+            }
             Ok(n) => {
                 self.buf.extend_from_slice(&self.chunk[..n]);
                 Ok(())
@@ -359,11 +365,12 @@ fn handshake(
             Err(e) => last = e,
         }
     }
-    let Some(stream) = stream else {
-        if timed_out(&last) {
+    let stream = match stream {
+        Some(s) => s,
+        None if timed_out(&last) => {
             return Err(Failure::Other(Error::Timeout(format!("{addr}: no connection within the bound: {last}"))));
         }
-        return Err(io_err(last));
+        None => return Err(io_err(last)),
     };
     let _ = stream.set_nodelay(true);
     let left = deadline.saturating_duration_since(Instant::now()).min(opts.read_timeout).max(Duration::from_millis(1));
@@ -432,8 +439,9 @@ impl Session {
         let mut route = Route { addrs, at: 0, leader: None };
         let sent_at = Instant::now();
         let (stream, rd, w) = route.open(&first, &opts, bound)?;
-        let (Some(id), Some(secret), Some(ttl_ms)) = (w.uint(tag::SESSION), w.get(tag::SECRET), w.uint(tag::TTL_MS)) else {
-            return Err(Error::Protocol("a WELCOME without a session, secret or TTL".into()));
+        let (id, secret, ttl_ms) = match (w.uint(tag::SESSION), w.get(tag::SECRET), w.uint(tag::TTL_MS)) {
+            (Some(id), Some(secret), Some(ttl_ms)) => (id, secret, ttl_ms),
+            _ => return Err(Error::Protocol("a WELCOME without a session, secret or TTL".into())),
         };
         let ttl = Duration::from_millis(ttl_ms.max(1));
         let mut keepalive = Duration::from_millis(w.uint(tag::KEEPALIVE_MS).unwrap_or(0));
@@ -477,10 +485,7 @@ impl Session {
         });
         inner.start_reader(1, rd);
         let driver = inner.clone();
-        thread::Builder::new()
-            .name("lc-session-driver".into())
-            .spawn(move || driver.drive())
-            .map_err(Error::Io)?;
+        thread::Builder::new().name("lc-session-driver".into()).spawn(move || driver.drive()).map_err(Error::Io)?;
         Ok(Session { inner })
     }
 
@@ -600,7 +605,12 @@ impl Route {
 
     /// Sends `first` to each address in turn, following a node that names
     /// the leader, until one answers WELCOME.
-    fn open(&mut self, first: &[u8], opts: &SessionOptions, bound: Duration) -> Result<(Arc<TcpStream>, FrameReader, Frame)> {
+    fn open(
+        &mut self,
+        first: &[u8],
+        opts: &SessionOptions,
+        bound: Duration,
+    ) -> Result<(Arc<TcpStream>, FrameReader, Frame)> {
         let mut last = None;
         for _ in 0..2 * self.addrs.len() + 1 {
             let addr = self.current();
@@ -655,10 +665,10 @@ impl Inner {
         }
         g.writing = true;
         loop {
-            let Some(stream) = g.conn.as_ref().map(|c| c.stream.clone()) else { break };
-            if g.out.is_empty() {
-                break;
-            }
+            let stream = match g.conn.as_ref() {
+                Some(c) if !g.out.is_empty() => c.stream.clone(),
+                _ => break,
+            };
             let out = std::mem::take(&mut g.out);
             drop(g);
             if (&*stream).write_all(&out).is_err() {
@@ -703,7 +713,12 @@ impl Inner {
         }
     }
 
-    fn acquire(self: &Arc<Self>, key: &[u8], opts: AcquireOptions, bound: Option<Duration>) -> Result<Option<LockGuard>> {
+    fn acquire(
+        self: &Arc<Self>,
+        key: &[u8],
+        opts: AcquireOptions,
+        bound: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
         let fields = opts.fields(key)?;
         let (tx, rx) = mpsc::channel();
         let mut registered = None;
@@ -770,24 +785,25 @@ impl Inner {
                 return Err(if cancelled {
                     Error::Cancelled(format!("acquire {}: cancelled", String::from_utf8_lossy(key)))
                 } else {
-                    Error::Timeout(format!("acquire {}: no answer within {:?}", String::from_utf8_lossy(key), bound.unwrap_or_default()))
+                    Error::Timeout(format!(
+                        "acquire {}: no answer within {:?}",
+                        String::from_utf8_lossy(key),
+                        bound.unwrap_or_default()
+                    ))
                 });
             }
             Err(_) => return Err(Error::Closed("the session ended".into())),
             Ok(r) => r,
         };
         match reply {
-            Reply::Granted(token, cell, count) => Ok(Some(LockGuard {
-                session: self.clone(),
-                key: key.to_vec(),
-                token,
-                count,
-                cell,
-                live: true,
-            })),
+            Reply::Granted(token, cell, count) => {
+                Ok(Some(LockGuard { session: self.clone(), key: key.to_vec(), token, count, cell, live: true }))
+            }
             Reply::Busy => Ok(None),
             Reply::Done(Err(e)) => Err(e),
-            Reply::Done(Ok(())) | Reply::CancelAsked => Err(Error::Protocol("an acquire answered without a grant".into())),
+            Reply::Done(Ok(())) | Reply::CancelAsked => {
+                Err(Error::Protocol("an acquire answered without a grant".into()))
+            }
         }
     }
 
@@ -795,7 +811,10 @@ impl Inner {
     /// client is forgotten, another is cancelled on the server. False when
     /// it was answered already.
     fn abandon(&self, g: &mut State, id: u64) -> bool {
-        let Some(r) = g.inflight.get_mut(&id) else { return false };
+        let r = match g.inflight.get_mut(&id) {
+            Some(r) => r,
+            None => return false,
+        };
         if !r.sent {
             g.inflight.remove(&id);
             return true;
@@ -824,7 +843,10 @@ impl Inner {
 
     /// Takes `cell` out of the hold of `token`; the hold goes with its last.
     fn drop_cell(&self, g: &mut State, token: u64, cell: &Arc<Cell>) -> bool {
-        let Some(h) = g.holds.get_mut(&token) else { return false };
+        let h = match g.holds.get_mut(&token) {
+            Some(h) => h,
+            None => return false,
+        };
         let before = h.cells.len();
         h.cells.retain(|c| !Arc::ptr_eq(c, cell));
         let found = h.cells.len() != before;
@@ -988,12 +1010,15 @@ impl Inner {
                         return true;
                     }
                 }
-                if g.replay.as_ref().is_some_and(|r| r.sync == f.id) {
+                if g.replay.as_ref().map_or(false, |r| r.sync == f.id) {
                     self.reconcile(g);
                     return true;
                 }
                 let c = f.uint(tag::CODE).unwrap_or(0);
-                let Some(r) = g.inflight.get(&f.id) else { return true };
+                let r = match g.inflight.get(&f.id) {
+                    Some(r) => r,
+                    None => return true,
+                };
                 if f.typ == typ::REFUSED && c == code::DUPLICATE && r.resent {
                     return true; // the old connection applied it: its answer comes too
                 }
@@ -1026,7 +1051,7 @@ impl Inner {
                 false
             }
             typ::MORE => false, // a MORE that follows no frame with more: the server broke the protocol
-            _ => true, // EVENT, and frames this client does not know
+            _ => true,          // EVENT, and frames this client does not know
         }
     }
 
@@ -1088,12 +1113,19 @@ impl Inner {
             if id > rs.applied || rs.parked.contains(&id) {
                 rs.fresh.insert(token);
             } else {
-                let Some(h) = rs.held.get(&token) else {
-                    deliver(g, r.reply, Reply::Done(Err(Error::LockLost(
-                        LostReason::WhileAway,
-                        "granted, then lost while the connection was down".into(),
-                    ))));
-                    return;
+                let h = match rs.held.get(&token) {
+                    Some(h) => h,
+                    None => {
+                        deliver(
+                            g,
+                            r.reply,
+                            Reply::Done(Err(Error::LockLost(
+                                LostReason::WhileAway,
+                                "granted, then lost while the connection was down".into(),
+                            ))),
+                        );
+                        return;
+                    }
                 };
                 from = rs.sent_at;
                 left = h.left;
@@ -1129,16 +1161,23 @@ impl Inner {
         }
         // A grant whose GRANTED went with a dropped connection.
         let applied = g.replay.as_ref().map_or(0, |r| r.applied);
-        if f.id <= applied && g.inflight.get(&f.id).is_some_and(|r| r.typ == typ::ACQUIRE) {
+        if f.id <= applied && g.inflight.get(&f.id).map_or(false, |r| r.typ == typ::ACQUIRE) {
             let r = g.inflight.remove(&f.id).expect("looked up above");
-            deliver(g, r.reply, Reply::Done(Err(Error::LockLost(reason, "granted, then lost while the connection was down".into()))));
+            deliver(
+                g,
+                r.reply,
+                Reply::Done(Err(Error::LockLost(reason, "granted, then lost while the connection was down".into()))),
+            );
         }
     }
 
     /// Settles the session after a resume, once every frame the server owed
     /// it has arrived, against what the WELCOME listed.
     fn reconcile(&self, g: &mut State) {
-        let Some(rs) = g.replay.take() else { return };
+        let rs = match g.replay.take() {
+            Some(rs) => rs,
+            None => return,
+        };
         let tokens: Vec<u64> = g.holds.keys().copied().collect();
         for token in tokens {
             if let Some(h) = rs.held.get(&token) {
@@ -1186,14 +1225,25 @@ impl Inner {
                         *extra.entry(token).or_default() -= 1;
                         self.grant_listed(g, r, token, &rs);
                     } else {
-                        deliver(g, r.reply, Reply::Done(Err(Error::LockLost(
-                            LostReason::WhileAway,
-                            "the answer was lost with the connection: refused, or granted and lost since".into(),
-                        ))));
+                        deliver(
+                            g,
+                            r.reply,
+                            Reply::Done(Err(Error::LockLost(
+                                LostReason::WhileAway,
+                                "the answer was lost with the connection: refused, or granted and lost since".into(),
+                            ))),
+                        );
                     }
                 }
                 typ::RENEW if !rs.held.contains_key(&r.token) => {
-                    deliver(g, r.reply, Reply::Done(Err(Error::LockLost(LostReason::WhileAway, "lost while the connection was down".into()))));
+                    deliver(
+                        g,
+                        r.reply,
+                        Reply::Done(Err(Error::LockLost(
+                            LostReason::WhileAway,
+                            "lost while the connection was down".into(),
+                        ))),
+                    );
                 }
                 _ => deliver(g, r.reply, Reply::Done(Ok(()))),
             }
@@ -1238,11 +1288,14 @@ impl Inner {
             }
             let mut next = self.lost_deadline(&g);
             next = next.min(self.expire_leases(&mut g, now));
-            let Some(conn) = g.conn.as_ref() else {
-                drop(g);
-                self.reconnect();
-                g = lock(&self.st);
-                continue;
+            let conn = match g.conn.as_ref() {
+                Some(c) => c,
+                None => {
+                    drop(g);
+                    self.reconnect();
+                    g = lock(&self.st);
+                    continue;
+                }
             };
             let (generation, addr, stream) = (conn.generation, conn.addr.clone(), conn.stream.clone());
             if now >= g.heard + self.silence() {
@@ -1312,7 +1365,7 @@ impl Inner {
     }
 
     fn is_shunned(&self, g: &State, addr: &str) -> bool {
-        g.addrs.len() > 1 && g.shunned.as_ref().is_some_and(|(a, until)| a == addr && Instant::now() < *until)
+        g.addrs.len() > 1 && g.shunned.as_ref().map_or(false, |(a, until)| a == addr && Instant::now() < *until)
     }
 
     /// Sends the node at `addr`, whose connection went silent, to the back
@@ -1384,10 +1437,12 @@ impl Inner {
                 Err(f) if !f.retry() => {
                     let mut g = lock(&self.st);
                     let err = match f {
-                        Failure::Goodbye { code: code::UNAUTHENTICATED, message, .. } => Error::Unauthenticated(message),
-                        Failure::Goodbye { message, .. } => {
-                            Error::SessionExpired(format!("the session ended on the server while the client was away: {message}"))
+                        Failure::Goodbye { code: code::UNAUTHENTICATED, message, .. } => {
+                            Error::Unauthenticated(message)
                         }
+                        Failure::Goodbye { message, .. } => Error::SessionExpired(format!(
+                            "the session ended on the server while the client was away: {message}"
+                        )),
                         Failure::Other(e) => e,
                     };
                     self.end(&mut g, err, LostReason::SessionExpired);

@@ -84,9 +84,12 @@ impl SessionOptions {
 
     pub(crate) fn check(&self) -> Result<()> {
         if self.name.len() > MAX_NAME_LEN {
-            return Err(Error::InvalidArgument(format!("a session name of {} bytes, over {MAX_NAME_LEN}", self.name.len())));
+            return Err(Error::InvalidArgument(format!(
+                "a session name of {} bytes, over {MAX_NAME_LEN}",
+                self.name.len()
+            )));
         }
-        if self.token.as_ref().is_some_and(|t| t.len() > MAX_NOTE_LEN) {
+        if self.token.as_ref().map_or(false, |t| t.len() > MAX_NOTE_LEN) {
             return Err(Error::InvalidArgument(format!("a token over {MAX_NOTE_LEN} bytes")));
         }
         Ok(())

@@ -233,7 +233,10 @@ impl FakeServer {
         // The thread ends with the test process; each test binary is short-lived.
         thread::spawn(move || {
             for conn in ln.incoming() {
-                let Ok(mut conn) = conn else { return };
+                let mut conn = match conn {
+                    Ok(c) => c,
+                    Err(_) => return,
+                };
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 512];
                 while request_length(&buf).is_none() {
