@@ -402,3 +402,25 @@ fn sessions_guards_and_errors_are_send_and_sync() {
     send_sync::<Error>();
     send_sync::<locking_center::CancelToken>();
 }
+
+/// The client's lease deadline holds while the session is away: a resume
+/// that hangs (the server takes the connection and answers nothing) does
+/// not hold the loss back.
+#[test]
+fn a_lease_runs_out_while_the_session_resumes() {
+    let (ln, addr) = listen();
+    let (done, end) = mpsc::channel::<()>();
+    let server = thread::spawn(move || {
+        let mut p = Peer::opened(&ln);
+        let a = p.request();
+        p.grant(&a, 3, Some(300));
+        drop(p); // and the resume's connection waits in the backlog, unanswered
+        let _ = end.recv();
+    });
+    let s = Session::connect(&addr, opts().read_timeout(Duration::from_millis(500))).unwrap();
+    let g = s.acquire("k", AcquireOptions::new().lease(Duration::from_millis(300))).unwrap();
+    assert_eq!(g.wait_lost(Duration::from_secs(30)), Some(LostReason::LeaseExpired));
+    drop(s); // its CLOSE has no answer; the read timeout ends the wait
+    done.send(()).unwrap();
+    server.join().unwrap();
+}

@@ -104,6 +104,8 @@ struct State {
     seed: u64,
     /// A thread writes `out` now (a caller, or the driver).
     writing: bool,
+    /// A thread resumes the session now.
+    reconnecting: bool,
     /// Answers the reader hands over once it lets go of the lock.
     pending: Vec<(Sender<Reply>, Reply)>,
 }
@@ -471,6 +473,7 @@ impl Session {
             replay: None,
             ended: None,
             writing: false,
+            reconnecting: false,
             pending: Vec::new(),
             seed: (id ^ (now.elapsed().as_nanos() as u64)) | 1,
         };
@@ -682,7 +685,7 @@ impl Inner {
     /// Wakes the driver, which writes what is queued: for what must not
     /// wait for the network (a guard's drop, the reader).
     fn poke(&self) {
-        self.wake.notify_one();
+        self.wake.notify_all();
     }
 
     fn enqueue_release(&self, g: &mut State, key: &[u8], token: u64, reply: Option<Sender<Reply>>, mut r: Request) {
@@ -1083,7 +1086,7 @@ impl Inner {
                     } else if let (Some(left), Some(h)) = (f.uint(tag::LEFT_MS), g.holds.get_mut(&r.token)) {
                         let left = Duration::from_millis(left);
                         h.deadline = Some(Self::measured_at(r.sent_at) + left - margin(left));
-                        self.wake.notify_one();
+                        self.wake.notify_all();
                     }
                     Ok(())
                 };
@@ -1140,7 +1143,7 @@ impl Inner {
         h.cells.push(cell.clone());
         if let Some(left) = left {
             h.deadline = Some(from + left - margin(left));
-            self.wake.notify_one();
+            self.wake.notify_all();
         }
         match r.reply {
             Some(tx) => g.pending.push((tx, Reply::Granted(token, cell, count))),
@@ -1257,7 +1260,7 @@ impl Inner {
             }
         }
         g.let_go.retain(|t| rs.held.contains_key(t));
-        self.wake.notify_one();
+        self.wake.notify_all();
     }
 
     fn grant_listed(&self, g: &mut State, r: Request, token: u64, rs: &Replay) {
@@ -1291,9 +1294,27 @@ impl Inner {
             let conn = match g.conn.as_ref() {
                 Some(c) => c,
                 None => {
-                    drop(g);
-                    self.reconnect();
-                    g = lock(&self.st);
+                    // The resume runs on a thread of its own, so that the
+                    // deadlines of leases and of the session are kept
+                    // meanwhile.
+                    if !g.reconnecting {
+                        g.reconnecting = true;
+                        let me = self.clone();
+                        let spawned = thread::Builder::new().name("lc-session-resume".into()).spawn(move || {
+                            me.reconnect();
+                            lock(&me.st).reconnecting = false;
+                            me.wake.notify_all();
+                        });
+                        if spawned.is_err() {
+                            drop(g);
+                            self.reconnect();
+                            g = lock(&self.st);
+                            g.reconnecting = false;
+                            continue;
+                        }
+                    }
+                    let wait = next.saturating_duration_since(now).max(Duration::from_millis(1));
+                    g = self.wake.wait_timeout(g, wait).unwrap_or_else(|e| e.into_inner()).0;
                     continue;
                 }
             };
