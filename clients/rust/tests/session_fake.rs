@@ -74,10 +74,14 @@ impl Peer {
     }
 
     fn welcome(&mut self, id: u64, keepalive_ms: u32, more: Vec<Field>) {
+        self.welcome_ttl(id, 10_000, keepalive_ms, more);
+    }
+
+    fn welcome_ttl(&mut self, id: u64, ttl_ms: u32, keepalive_ms: u32, more: Vec<Field>) {
         let mut fields = vec![
             Field::u64(tag::SESSION, SESSION),
             Field::bytes(tag::SECRET, SECRET),
-            Field::u32(tag::TTL_MS, 10_000),
+            Field::u32(tag::TTL_MS, ttl_ms),
             Field::u32(tag::KEEPALIVE_MS, keepalive_ms),
             Field::bytes(tag::SERVER, "fake"),
         ];
@@ -422,5 +426,36 @@ fn a_lease_runs_out_while_the_session_resumes() {
     assert_eq!(g.wait_lost(Duration::from_secs(30)), Some(LostReason::LeaseExpired));
     drop(s); // its CLOSE has no answer; the read timeout ends the wait
     done.send(()).unwrap();
+    server.join().unwrap();
+}
+
+/// A session that has had no answer for its TTL less the margin ends on
+/// the client, its locks lost, and the client closes it on the server:
+/// RESUME and CLOSE in one write.
+#[test]
+fn a_session_the_client_counts_expired_is_closed_on_the_server() {
+    let (ln, addr) = listen();
+    let server = thread::spawn(move || {
+        let mut p = Peer::accept(&ln);
+        let h = p.frame();
+        p.welcome_ttl(h.id, 1_000, 300, vec![]);
+        let a = p.request();
+        p.grant(&a, 4, None);
+        // Then silence: resumes get nothing, until one brings a CLOSE.
+        let mut silent = vec![p];
+        loop {
+            let mut q = Peer::accept(&ln);
+            let r = q.frame();
+            assert_eq!((r.typ, r.uint(tag::SESSION)), (typ::RESUME, Some(SESSION)));
+            if q.frame().typ == typ::CLOSE {
+                return;
+            }
+            silent.push(q);
+        }
+    });
+    let s = Session::connect(&addr, opts()).unwrap();
+    let g = s.acquire("k", AcquireOptions::new()).unwrap();
+    assert_eq!(g.wait_lost(Duration::from_secs(30)), Some(LostReason::SessionExpired));
+    assert!(matches!(s.ended(), Some(Error::SessionExpired(_))));
     server.join().unwrap();
 }

@@ -90,7 +90,7 @@ impl FrameReader {
         }
     }
 
-    fn next(&mut self) -> std::result::Result<Frame, ReadError> {
+    pub(super) fn next(&mut self) -> std::result::Result<Frame, ReadError> {
         loop {
             if let Some(f) = self.buffered()? {
                 return Ok(f);

@@ -32,6 +32,8 @@ impl Inner {
                     margin(self.ttl)
                 );
                 self.end(&mut g, Error::SessionExpired(why), LostReason::SessionExpired);
+                drop(g);
+                self.farewell();
                 return;
             }
             let mut next = self.lost_deadline(&g);
@@ -222,33 +224,70 @@ impl Inner {
     /// One attempt to resume: RESUME and a PING in one write; on WELCOME
     /// the connection is attached, the requests the server never got are
     /// queued again and a reader started.
-    fn resume(self: &Arc<Self>) -> std::result::Result<(), Failure> {
-        let (first, sync, addr) = {
-            let mut g = lock(&self.st);
-            g.next_id += 2;
-            let (rid, sync) = (g.next_id - 1, g.next_id);
-            let mut fields = vec![Field::u64(tag::SESSION, self.id), Field::bytes(tag::SECRET, &self.secret)];
-            if let Some(t) = &self.opts.token {
-                fields.push(Field::bytes(tag::CREDENTIAL, t));
+    /// The first bytes of a resume: the preface, RESUME, and a frame of
+    /// type `then` without fields, with the next two request ids; the
+    /// address to try, and the second frame's id.
+    fn resume_with(&self, then: u8) -> (Vec<u8>, u64, String) {
+        let mut g = lock(&self.st);
+        g.next_id += 2;
+        let (rid, id) = (g.next_id - 1, g.next_id);
+        let mut fields = vec![Field::u64(tag::SESSION, self.id), Field::bytes(tag::SECRET, &self.secret)];
+        if let Some(t) = &self.opts.token {
+            fields.push(Field::bytes(tag::CREDENTIAL, t));
+        }
+        let mut b = PREFACE.to_vec();
+        Frame::new(typ::RESUME, rid, fields).encode_into(&mut b);
+        Frame::new(then, id, Vec::new()).encode_into(&mut b);
+        (b, id, self.target(&mut g))
+    }
+
+    /// Notes that a handshake at `addr` failed: the next try goes to the
+    /// leader it named, or to the next address.
+    fn failed_at(&self, g: &mut State, addr: &str, f: &Failure) {
+        let mut route = Route { addrs: g.addrs.clone(), at: g.at, leader: g.leader.clone() };
+        route.failed(addr, f);
+        g.at = route.at;
+        g.leader = None;
+        if let Some(l) = route.leader {
+            self.follow(g, l);
+        }
+    }
+
+    /// Closes on the server a session the client counted expired (the
+    /// server may keep it, and its locks, until its own TTL, or longer
+    /// after an election): RESUME and CLOSE in one write, at each address
+    /// in turn until a server answers, each attempt within the silence
+    /// bound. Best effort: nothing else of the session goes with it.
+    fn farewell(&self) {
+        let tries = lock(&self.st).addrs.len();
+        for _ in 0..tries {
+            let (first, close, addr) = self.resume_with(typ::CLOSE);
+            match handshake(&addr, &first, &self.opts, self.silence()) {
+                Ok((stream, mut rd, _)) => {
+                    let _ = stream.set_read_timeout(Some(self.silence()));
+                    while let Ok(f) = rd.next() {
+                        if (f.typ == typ::OK && f.id == close) || f.typ == typ::GOODBYE {
+                            break;
+                        }
+                    }
+                    let _ = stream.shutdown(Shutdown::Both);
+                    return;
+                }
+                Err(f) if f.retry() => self.failed_at(&mut lock(&self.st), &addr, &f),
+                Err(_) => return, // the server no longer knows the session
             }
-            let mut b = PREFACE.to_vec();
-            Frame::new(typ::RESUME, rid, fields).encode_into(&mut b);
-            Frame::new(typ::PING, sync, Vec::new()).encode_into(&mut b);
-            (b, sync, self.target(&mut g))
-        };
+        }
+    }
+
+    fn resume(self: &Arc<Self>) -> std::result::Result<(), Failure> {
+        let (first, sync, addr) = self.resume_with(typ::PING);
         let sent_at = Instant::now();
         let res = handshake(&addr, &first, &self.opts, self.silence());
         let mut g = lock(&self.st);
         let (stream, rd, w) = match res {
             Ok(x) => x,
             Err(f) => {
-                let mut route = Route { addrs: g.addrs.clone(), at: g.at, leader: g.leader.clone() };
-                route.failed(&addr, &f);
-                g.at = route.at;
-                g.leader = None;
-                if let Some(l) = route.leader {
-                    self.follow(&mut g, l);
-                }
+                self.failed_at(&mut g, &addr, &f);
                 return Err(f);
             }
         };
