@@ -139,7 +139,7 @@ impl LockGuard {
 
     /// Stops caring about the lock without releasing it: the server keeps
     /// it until the session ends, its lease runs out, or
-    /// [`Session::release`] by its token.
+    /// [`Session::release`](super::Session::release) by its token.
     pub fn orphan(mut self) {
         self.live = false;
         let mut g = lock(&self.session.st);
