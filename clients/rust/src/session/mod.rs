@@ -92,27 +92,47 @@ struct Inner {
     wake: Condvar,
 }
 
+/// Everything of the session that changes, under one lock.
 struct State {
+    /// Every address to try, in turn, and the index of the next.
     addrs: Vec<String>,
     at: usize,
+    /// The leader a GOODBYE `not_leader` named: tried first.
     leader: Option<String>,
     /// The address whose connection last went silent, and until when it
     /// is neither tried nor followed.
     shunned: Option<(String, Instant)>,
+    /// The attached connection; `None` while the session resumes.
     conn: Option<Conn>,
+    /// Counts connections: a reader whose connection is no longer the
+    /// attached one stops.
     generation: u64,
+    /// When the attached connection last brought a frame.
     heard: Instant,
+    /// Frames queued for the attached connection.
     out: Vec<u8>,
+    /// The last request id used.
     next_id: u64,
+    /// Requests sent or to send, not answered, by id.
     inflight: BTreeMap<u64, Request>,
+    /// The locks the server holds for the session, by token.
     holds: HashMap<u64, Hold>,
+    /// Tokens of orphaned locks: a resume does not release them.
     let_go: HashSet<u64>,
+    /// Tokens released lately (at most `RELEASED_MEMORY`), oldest first in
+    /// `released_order`.
     released: HashSet<u64>,
     released_order: VecDeque<u64>,
+    /// When the latest request the server answered was sent: the server
+    /// had heard from the session then.
     last_ack: Instant,
+    /// The PING in flight: its id and when it went.
     ping: Option<(u64, Instant)>,
+    /// Between a resume's WELCOME and the answer to its PING.
     replay: Option<Replay>,
+    /// Why the session ended; `None` while it lives.
     ended: Option<Error>,
+    /// The state of the backoff's jitter.
     seed: u64,
     /// A thread writes `out` now (a caller, or the driver).
     writing: bool,
@@ -131,8 +151,11 @@ struct Conn {
 
 /// What a caller waiting for an answer hears.
 enum Reply {
+    /// A grant: the token, the new guard's cell, the reentrancy count.
     Granted(u64, Arc<Cell>, u32),
+    /// A try found the key held.
     Busy,
+    /// Any other answer, and every failure.
     Done(Result<()>),
     /// Sent by a [`CancelToken`](crate::CancelToken).
     CancelAsked,
@@ -141,15 +164,26 @@ enum Reply {
 /// One request, from its queuing until its answer.
 struct Request {
     typ: u8,
+    /// Its bytes, to send again after a drop.
     frame: Vec<u8>,
+    /// When it was queued.
     sent_at: Instant,
+    /// Queued on a connection: it may have arrived.
     sent: bool,
+    /// Sent again after a resume: a `duplicate` for it is the old
+    /// connection's, applied after all.
     resent: bool,
+    /// Who waits for the answer; `None`: nobody.
     reply: Option<Sender<Reply>>,
+    /// The key of an acquire, release or renew.
     key: Vec<u8>,
+    /// The token of a release or renew.
     token: u64,
+    /// The acquire a CANCEL cancels.
     target: u64,
+    /// An acquire with `reentrant`.
     reentrant: bool,
+    /// An acquire whose caller gave up: a grant is released.
     abandoned: bool,
     /// A release that a [`Session::release`] by token asked for: stale
     /// for a token released here is no error.
