@@ -29,6 +29,10 @@
 //	probe proxy TARGET                 print "ADDR CTL", then forward every
 //	                                   connection to ADDR to TARGET until
 //	                                   SIGTERM or SIGINT
+//	probe tls-proxy TARGET CAFILE      as proxy, speaking TLS to TARGET (its
+//	                                   certificate verified with CAFILE for
+//	                                   localhost): a TLS terminator for a
+//	                                   client without TLS of its own
 //	probe cut CTL                      reset every connection through the
 //	                                   proxy whose control address is CTL
 //	probe session-lock ADDR KEY        acquire KEY in a session (waiting),
@@ -87,6 +91,7 @@ const usage = `usage:
   probe leader CLUSTER_MANAGER
   probe signal-leader KILL|STOP|CONT
   probe proxy TARGET
+  probe tls-proxy TARGET CAFILE
   probe cut CTL
   probe session-lock ADDR KEY
   probe tls-files DIR
@@ -194,6 +199,8 @@ func (p *probe) dispatch(ctx context.Context, args []string) error {
 		return p.signalLeader(ctx, rest[0])
 	case cmd == "proxy" && len(rest) == 1:
 		return serveProxy(ctx, p.stdout, rest[0])
+	case cmd == "tls-proxy" && len(rest) == 2:
+		return serveTLSProxy(ctx, p.stdout, rest[0], rest[1])
 	case cmd == "cut" && len(rest) == 1:
 		return cut(ctx, rest[0])
 	case cmd == "session-lock" && len(rest) == 2:

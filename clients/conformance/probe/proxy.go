@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -20,8 +23,9 @@ const dialLimit = 5 * time.Second
 // directions, and resets them all at once when told to.
 type proxy struct {
 	target string
-	ln     net.Listener // where clients connect
-	ctl    net.Listener // where cut connects
+	dial   func(target string) (net.Conn, error) // opens the connection to the target
+	ln     net.Listener                          // where clients connect
+	ctl    net.Listener                          // where cut connects
 	wg     sync.WaitGroup
 
 	mu     sync.Mutex
@@ -32,7 +36,35 @@ type proxy struct {
 // serveProxy runs a proxy to target on 127.0.0.1, prints "ADDR CTL", and
 // stops when ctx ends.
 func serveProxy(ctx context.Context, stdout io.Writer, target string) error {
-	p, err := listenProxy(target)
+	return serveWith(ctx, stdout, target, plainDial)
+}
+
+// serveTLSProxy runs a proxy that takes plain TCP on 127.0.0.1 and speaks
+// TLS to target, verifying its certificate with the CA in caFile for the
+// name localhost: a TLS terminator in front of the client, for a client
+// without TLS of its own (the Rust client, standard library only).
+func serveTLSProxy(ctx context.Context, stdout io.Writer, target, caFile string) error {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return err
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("no certificate in %s", caFile)
+	}
+	cfg := &tls.Config{RootCAs: roots, ServerName: "localhost", MinVersion: tls.VersionTLS12}
+	return serveWith(ctx, stdout, target, func(target string) (net.Conn, error) {
+		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: dialLimit}, Config: cfg}
+		ctx, cancel := context.WithTimeout(context.Background(), dialLimit)
+		defer cancel()
+		return d.DialContext(ctx, "tcp", target)
+	})
+}
+
+func plainDial(target string) (net.Conn, error) { return net.DialTimeout("tcp", target, dialLimit) }
+
+func serveWith(ctx context.Context, stdout io.Writer, target string, dial func(string) (net.Conn, error)) error {
+	p, err := listenProxy(target, dial)
 	if err != nil {
 		return err
 	}
@@ -45,7 +77,7 @@ func serveProxy(ctx context.Context, stdout io.Writer, target string) error {
 }
 
 // listenProxy starts a proxy to target on two ports of 127.0.0.1.
-func listenProxy(target string) (*proxy, error) {
+func listenProxy(target string, dial func(string) (net.Conn, error)) (*proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -55,7 +87,7 @@ func listenProxy(target string) (*proxy, error) {
 		ln.Close()
 		return nil, err
 	}
-	p := &proxy{target: target, ln: ln, ctl: ctl, conns: make(map[net.Conn]struct{})}
+	p := &proxy{target: target, dial: dial, ln: ln, ctl: ctl, conns: make(map[net.Conn]struct{})}
 	p.wg.Go(p.accept)
 	p.wg.Go(p.control)
 	return p, nil
@@ -110,7 +142,7 @@ func (p *proxy) forward(c net.Conn) {
 	if !p.track(c) {
 		return
 	}
-	up, err := net.DialTimeout("tcp", p.target, dialLimit)
+	up, err := p.dial(p.target)
 	if err != nil {
 		p.untrack(c)
 		return
@@ -143,6 +175,9 @@ func (p *proxy) reset() int {
 	// Every socket first, so that a forwarder that sees its other end go
 	// and closes its own sends a reset too, not a FIN.
 	for _, c := range cs {
+		if tc, ok := c.(*tls.Conn); ok {
+			c = tc.NetConn()
+		}
 		if tc, ok := c.(*net.TCPConn); ok {
 			tc.SetLinger(0) // close sends RST
 		}

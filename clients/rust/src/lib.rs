@@ -19,6 +19,9 @@
 //! Keys and sources are byte strings: anything that is `AsRef<[u8]>`, so
 //! `&str` (sent as its UTF-8 bytes), `String`, `&[u8]` and `Vec<u8>` all do.
 
+pub mod frame;
+pub mod session;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -181,6 +184,14 @@ struct CancelState {
     cancelled: bool,
     next: u64,
     streams: HashMap<u64, TcpStream>,
+    /// What a session's acquires run at the cancel (see [`session`]).
+    callbacks: HashMap<u64, Box<dyn Fn() + Send>>,
+}
+
+impl fmt::Debug for CancelToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CancelToken").field("cancelled", &self.is_cancelled()).finish()
+    }
 }
 
 impl CancelToken {
@@ -195,6 +206,9 @@ impl CancelToken {
         st.cancelled = true;
         for s in st.streams.values() {
             let _ = s.shutdown(Shutdown::Both);
+        }
+        for f in st.callbacks.values() {
+            f();
         }
     }
 
@@ -216,6 +230,23 @@ impl CancelToken {
 
     fn unregister(&self, id: u64) {
         self.inner.lock().unwrap_or_else(|e| e.into_inner()).streams.remove(&id);
+    }
+
+    /// Runs `f` at the cancel; `None` (and `f` never runs) when the token
+    /// is cancelled already. Else an id for [`CancelToken::forget`].
+    pub(crate) fn on_cancel(&self, f: Box<dyn Fn() + Send>) -> Option<u64> {
+        let mut st = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if st.cancelled {
+            return None;
+        }
+        let id = st.next;
+        st.next += 1;
+        st.callbacks.insert(id, f);
+        Some(id)
+    }
+
+    pub(crate) fn forget(&self, id: u64) {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).callbacks.remove(&id);
     }
 }
 
@@ -341,8 +372,9 @@ impl Client {
             }
             timeout = Some(timeout.map_or(left, |t| t.min(left)));
         }
-        let Some(timeout) = timeout else {
-            return TcpStream::connect(&self.addr).map_err(Error::Io);
+        let timeout = match timeout {
+            Some(t) => t,
+            None => return TcpStream::connect(&self.addr).map_err(Error::Io),
         };
         let mut last = io::Error::new(io::ErrorKind::InvalidInput, format!("no address for {}", self.addr));
         for a in self.addr.to_socket_addrs().map_err(Error::Io)? {

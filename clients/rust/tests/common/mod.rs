@@ -233,7 +233,10 @@ impl FakeServer {
         // The thread ends with the test process; each test binary is short-lived.
         thread::spawn(move || {
             for conn in ln.incoming() {
-                let Ok(mut conn) = conn else { return };
+                let mut conn = match conn {
+                    Ok(c) => c,
+                    Err(_) => return,
+                };
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 512];
                 while request_length(&buf).is_none() {
@@ -271,4 +274,10 @@ impl FakeServer {
 pub fn dead_addr() -> String {
     let ln = TcpListener::bind("127.0.0.1:0").unwrap();
     ln.local_addr().unwrap().to_string()
+}
+
+/// The shared vectors of the session protocol, clients/testdata/session-vectors.json.
+pub fn session_vectors() -> Json {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/session-vectors.json");
+    parse_json(&std::fs::read_to_string(path).expect("read session-vectors.json"))
 }
