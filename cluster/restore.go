@@ -29,14 +29,11 @@ const restoreTerm = 1
 // has a token above t's. A node starts on the directory with either
 // RAFT_LOG_STORE, which creates its empty log store beside the snapshot.
 // dir must not exist or be empty. It returns the snapshot's position.
-// Errors: ErrNotEmpty, a bad peer (Config.Validate's words), or the file
+// peers are as ParsePeers returns them. Errors: ErrNotEmpty, or the file
 // system's.
 func Restore(dir string, peers []Peer, t *mutex.Table) (uint64, error) {
 	if len(peers) == 0 {
 		return 0, errors.New("cluster: restore: no peers")
-	}
-	if err := (Config{NodeID: peers[0].ID, Dir: dir, RaftBind: peers[0].RaftAddress, Peers: peers}).Validate(); err != nil {
-		return 0, fmt.Errorf("cluster: restore: %w", err)
 	}
 	switch entries, err := os.ReadDir(dir); {
 	case err == nil && len(entries) > 0:

@@ -152,12 +152,12 @@ func (s *Server) handle(c net.Conn) {
 // takes as long as its client reads.
 func (s *Server) snapshot(c net.Conn) {
 	if err := s.table.Linearize(); err != nil {
-		msg := "this node does not lead its cluster"
+		refusal := ErrNotLeader
 		if l := s.table.Leader(); l != "" {
-			msg += "; the leader is at " + l
+			refusal = fmt.Errorf("%w; the leader is at %s", ErrNotLeader, l)
 		}
 		s.log.Info("snapshot refused: this node does not lead its cluster", slog.String("leader", s.table.Leader()))
-		c.Write(appendRefusal(nil, fmt.Errorf("%w: %s", ErrNotLeader, msg)))
+		c.Write(appendRefusal(nil, refusal))
 		return
 	}
 	t := s.table.Clone()

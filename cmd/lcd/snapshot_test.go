@@ -54,9 +54,46 @@ func runLcCli(t *testing.T, env []string, args ...string) (int, string, string) 
 	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
 }
 
+// saveUnderLoad runs v1 clients and sessions that acquire and release
+// keys of their own at mutexAddr, and once they have made warm cycles,
+// lc-cli snapshot save at managerAddr to file while they go on; then it
+// stops them and returns the table the file holds.
+func saveUnderLoad(t *testing.T, mutexAddr, managerAddr, file string, warm int64) *mutex.Table {
+	t.Helper()
+	stop := make(chan struct{})
+	ready := make(chan struct{})
+	var cycles atomic.Int64
+	load := snapshotLoad(t, mutexAddr, stop, func() {
+		if cycles.Add(1) == warm {
+			close(ready)
+		}
+	})
+	select {
+	case <-ready:
+	case <-time.After(time.Minute):
+		t.Error("the load made too few cycles within a minute")
+	}
+	if t.Failed() {
+		close(stop)
+		load.Wait()
+		t.FailNow()
+	}
+	before := cycles.Load()
+	code, out, errOut := runLcCli(t, nil, "--manager-address", managerAddr, "snapshot", "save", file)
+	during := cycles.Load() - before
+	close(stop)
+	load.Wait()
+	if code != 0 || !strings.HasPrefix(out, file+": ") || errOut != "" {
+		t.Fatalf("snapshot save at %s: exit %d, stdout %q, stderr %q", managerAddr, code, out, errOut)
+	}
+	t.Logf("%s(%d cycles of the load while it ran, %d in all)", out, during, cycles.Load())
+	return readSnapshotFile(t, file)
+}
+
 // snapshotLoad runs v1 clients and sessions that acquire and release keys
-// of their own at addr until stop is closed; cycles counts the releases.
-func snapshotLoad(t *testing.T, addr string, stop <-chan struct{}, cycles *atomic.Int64) *sync.WaitGroup {
+// of their own at addr until stop is closed; cycle is called after each
+// release.
+func snapshotLoad(t *testing.T, addr string, stop <-chan struct{}, cycle func()) *sync.WaitGroup {
 	t.Helper()
 	var wg sync.WaitGroup
 	for i := range 3 {
@@ -85,7 +122,7 @@ func snapshotLoad(t *testing.T, addr string, stop <-chan struct{}, cycles *atomi
 					t.Errorf("unlock %s: %v", key, err)
 					return
 				}
-				cycles.Add(1)
+				cycle()
 			}
 		})
 	}
@@ -120,7 +157,7 @@ func snapshotLoad(t *testing.T, addr string, stop <-chan struct{}, cycles *atomi
 					t.Errorf("release: %v", err)
 					return
 				}
-				cycles.Add(1)
+				cycle()
 			}
 		})
 	}
@@ -197,28 +234,8 @@ func readSnapshotFile(t *testing.T, path string) *mutex.Table {
 func TestSnapshotSaveRestore(t *testing.T) {
 	dir := t.TempDir()
 	p, addrs := startSubprocess(t, filepath.Join(dir, "locks.wal"))
-	stop := make(chan struct{})
-	var cycles atomic.Int64
-	load := snapshotLoad(t, addrs.Mutex, stop, &cycles)
-	for cycles.Load() < 200 {
-		if t.Failed() {
-			close(stop)
-			load.Wait()
-			t.FailNow()
-		}
-		time.Sleep(time.Millisecond) // polls the load's progress; nothing waits on it
-	}
 	file := filepath.Join(dir, "backup.lcsnap")
-	before := cycles.Load()
-	code, out, errOut := runLcCli(t, nil, "--manager-address", addrs.Manager, "snapshot", "save", file)
-	during := cycles.Load() - before
-	close(stop)
-	load.Wait()
-	if code != 0 || !strings.HasPrefix(out, file+": ") || errOut != "" {
-		t.Fatalf("snapshot save: exit %d, stdout %q, stderr %q", code, out, errOut)
-	}
-	t.Logf("%s(%d cycles of the load while it ran, %d in all)", out, during, cycles.Load())
-	saved := readSnapshotFile(t, file)
+	saved := saveUnderLoad(t, addrs.Mutex, addrs.Manager, file, 200)
 	if len(holderTuples(saved)) < 5 || len(sessionTuples(saved)) != 2 {
 		t.Fatalf("the snapshot holds %v and sessions %v", holderTuples(saved), sessionTuples(saved))
 	}
@@ -227,7 +244,7 @@ func TestSnapshotSaveRestore(t *testing.T) {
 	}
 
 	restored := filepath.Join(t.TempDir(), "locks.wal")
-	code, out, errOut = runLcCli(t, nil, "snapshot", "restore", file, "--data-path", restored)
+	code, out, errOut := runLcCli(t, nil, "snapshot", "restore", file, "--data-path", restored)
 	if code != 0 || !strings.HasPrefix(out, restored+": ") || errOut != "" {
 		t.Fatalf("snapshot restore: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
