@@ -31,7 +31,7 @@ func start(t *testing.T) (*mutex.Node, *Client) {
 
 // startWith serves the management port of a fresh table on 127.0.0.1
 // with cfg.
-func startWith(t *testing.T, cfg Config) (*mutex.Node, *Client) {
+func startWith(t testing.TB, cfg Config) (*mutex.Node, *Client) {
 	t.Helper()
 	tb := mutex.NewNode(mutex.NodeConfig{})
 	t.Cleanup(tb.Close)

@@ -50,8 +50,10 @@ writes it to FILE (through FILE.tmp, fsynced and renamed into place, so
 FILE is whole or as it was). With authentication on it takes an admin's
 --token. In a cluster only the leader gives a snapshot, holding every
 change acknowledged before it was asked; a follower refuses and names
-the leader. It prints one line: the keys, holders, sessions and bytes
-saved.`,
+the leader. --timeout bounds each read of the snapshot, not the whole:
+the node sends nothing while it copies its table, which for a million
+keys takes seconds. It prints one line: the keys, holders, sessions and
+bytes saved.`,
 		Args: oneFile("snapshot save"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := f.managerClient()
