@@ -185,10 +185,10 @@ empty, exits 2 with one line, having written nothing.`,
 		Args: oneFile("snapshot restore"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (opts.DataPath == "") == (opts.RaftDir == "") {
-				return usagef("snapshot restore takes one of --data-path and --raft-dir")
+				return usagef("snapshot restore takes one of --data-path and --raft-dir (see lc-cli snapshot restore --help)")
 			}
 			if (opts.RaftDir == "") != (opts.Peers == "") {
-				return usagef("--raft-peers goes with --raft-dir, and --raft-dir needs it")
+				return usagef("snapshot restore: --raft-peers goes with --raft-dir, and --raft-dir needs it")
 			}
 			line, err := restoreSnapshot(args[0], opts)
 			if err != nil {
