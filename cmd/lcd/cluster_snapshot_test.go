@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	lockingcenter "github.com/locking-center/locking-center/clients/go"
 )
 
 // The snapshot backup and restore of docs/ha.md: a snapshot saved with
@@ -34,6 +38,25 @@ func TestClusterSnapshotRestore(t *testing.T) {
 		t.Fatalf("the snapshot holds %v", holderTuples(saved))
 	}
 
+	lead = restoreCluster(t, lc, file)
+	if got, want := listedTuples(listHolders(t, lc.addrs(lead).Manager)), holderTuples(saved); !slices.Equal(got, want) {
+		t.Errorf("the restored leader holds\n%s\nthe snapshot\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	lc.lockAt(t, (lead+1)%3, "after-the-restore")
+	if tok := lc.leaderHolders(t, all(3))["after-the-restore"]; tok <= lastToken(saved) {
+		t.Errorf("a grant after the restore has token %d, not above the snapshot's last %d", tok, lastToken(saved))
+	}
+	if _, err := lc.converged(all(3), time.Minute); err != nil {
+		t.Fatalf("%v\n%s", err, lc.logs())
+	}
+}
+
+// restoreCluster stops every node of lc, empties each RAFT_DIR and writes
+// it with lc-cli snapshot restore from file and the nodes' RAFT_PEERS,
+// checks that a second restore into a node's directory is refused, starts
+// every node and returns the leader they elect.
+func restoreCluster(t *testing.T, lc *lcdCluster, file string) int {
+	t.Helper()
 	for i := range 3 {
 		lc.stop(i)
 	}
@@ -53,25 +76,45 @@ func TestClusterSnapshotRestore(t *testing.T) {
 		}
 	}
 	// A directory that holds a node's state is refused.
-	code, out, errOut = runLcCli(t, nil, "snapshot", "restore", file, "--raft-dir", lc.nodes[0].dir, "--raft-peers", "n1=127.0.0.1:1")
+	code, out, errOut := runLcCli(t, nil, "snapshot", "restore", file, "--raft-dir", lc.nodes[0].dir, "--raft-peers", "n1=127.0.0.1:1")
 	if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "not empty") {
 		t.Errorf("restore over a raft directory: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	for i := range 3 {
 		lc.start(i)
 	}
-	lead, ok = lc.leader(all(3), 30*time.Second)
+	lead, ok := lc.leader(all(3), 30*time.Second)
 	if !ok {
 		t.Fatalf("no leader after the restore:\n%s", lc.logs())
 	}
+	return lead
+}
+
+// A single node's snapshot restores into a new cluster: the cluster's
+// leader holds its holders, and its grants carry on above the single
+// node's tokens (near 1.8 x 10^18), not from the small tokens of a new
+// cluster.
+func TestSnapshotSingleNodeToCluster(t *testing.T) {
+	p, addrs := startSubprocess(t, "")
+	c := lockingcenter.New(addrs.Mutex, lockingcenter.WithSource("single"))
+	for i := range 3 {
+		if err := c.Lock(context.Background(), fmt.Sprintf("single/%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "single.lcsnap")
+	if code, out, errOut := runLcCli(t, nil, "--manager-address", addrs.Manager, "snapshot", "save", file); code != 0 {
+		t.Fatalf("snapshot save: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	p.terminate()
+	saved := readSnapshotFile(t, file)
+	lc := startCluster(t, 3)
+	lead := restoreCluster(t, lc, file)
 	if got, want := listedTuples(listHolders(t, lc.addrs(lead).Manager)), holderTuples(saved); !slices.Equal(got, want) {
-		t.Errorf("the restored leader holds\n%s\nthe snapshot\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Errorf("the cluster holds\n%s\nthe single node's snapshot\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	lc.lockAt(t, (lead+1)%3, "after-the-restore")
-	if tok := lc.leaderHolders(t, all(3))["after-the-restore"]; tok <= lastToken(saved) {
-		t.Errorf("a grant after the restore has token %d, not above the snapshot's last %d", tok, lastToken(saved))
-	}
-	if _, err := lc.converged(all(3), time.Minute); err != nil {
-		t.Fatalf("%v\n%s", err, lc.logs())
+	lc.lockAt(t, lead, "after-the-move")
+	if tok := lc.leaderHolders(t, all(3))["after-the-move"]; tok <= lastToken(saved) {
+		t.Errorf("a grant in the cluster has token %d, not above the single node's last %d", tok, lastToken(saved))
 	}
 }
