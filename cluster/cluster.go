@@ -656,7 +656,7 @@ func (c *Cluster) Status(digest bool) Status {
 	}
 	c.fsm.mu.Lock()
 	st.AppliedIndex = c.fsm.applied.Load()
-	t := copyTable(c.node)
+	t := c.node.Clone()
 	c.fsm.mu.Unlock()
 	st.Keys = t.Len()
 	st.Digest = TableDigest(t)

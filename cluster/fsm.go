@@ -139,14 +139,6 @@ func cmpString(a, b string) int {
 	return 0
 }
 
-// copyTable returns a copy of the node's table.
-func copyTable(n *mutex.Node) *mutex.Table {
-	t := mutex.NewTable()
-	n.Export(func(r *mutex.Record) { t.Import(r) })
-	t.FinishImport()
-	return t
-}
-
 // Snapshot copies the table and the members; Persist writes the copy
 // while entries go on applying.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
@@ -160,7 +152,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	for _, p := range f.memberList(false) {
 		h.Members = append(h.Members, p.toJSON())
 	}
-	return &snapshot{header: h, table: copyTable(f.node)}, nil
+	return &snapshot{header: h, table: f.node.Clone()}, nil
 }
 
 // Restore puts the snapshot's table in place of the node's and its

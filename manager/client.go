@@ -173,11 +173,110 @@ func checkMemberID(id string, empty bool) error {
 
 // call sends req and returns the body after '+'.
 func (c *Client) call(ctx context.Context, op string, req Request) ([]byte, error) {
+	conn, fail, timedOut, stop, err := c.send(ctx, op, req)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	resp, err := io.ReadAll(io.LimitReader(conn, maxResponse+1))
+	if err != nil {
+		return fail(timedOut(err))
+	}
+	switch {
+	case len(resp) == 0:
+		return fail(fmt.Errorf("the server closed the connection before it answered: %w", io.ErrUnexpectedEOF))
+	case len(resp) > maxResponse:
+		return fail(errors.New("response too large"))
+	case resp[0] == statusFailed && givesReasons(req.Cmd):
+		return fail(decodeRefusal(resp[1:]))
+	case resp[0] == statusFailed:
+		return fail(ErrFailed)
+	case resp[0] != statusOK:
+		return fail(fmt.Errorf("%w: status %q", ErrMalformed, resp[0]))
+	}
+	return resp[1:], nil
+}
+
+// Snapshot asks for a snapshot of the table (CmdSnapshot) and copies the
+// snapshot file the server sends to w, as it arrives; it returns the bytes
+// copied. ReadTimeout bounds each read of it rather than the whole, so a
+// large table takes as long as it streams. The bytes are not checked
+// here: read them back with store.ReadSnapshotFile, which tells a file
+// cut short from a whole one. Errors: ErrNoSnapshots from a server that
+// answers '-' alone (an older lcd), a *Refusal (ErrNotAdmin,
+// ErrNotLeader), w's, or the connection's.
+func (c *Client) Snapshot(ctx context.Context, w io.Writer) (int64, error) {
+	conn, fail, timedOut, stop, err := c.send(ctx, "snapshot", Request{Cmd: CmdSnapshot})
+	if err != nil {
+		return 0, err
+	}
+	defer stop()
+	failed := func(err error) (int64, error) {
+		_, err = fail(err)
+		return 0, err
+	}
+	r := &deadlineReader{c: conn, timeout: c.readTimeout()}
+	var status [1]byte
+	if _, err := io.ReadFull(r, status[:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return failed(timedOut(err))
+	}
+	switch status[0] {
+	case statusOK:
+	case statusFailed:
+		rest, err := io.ReadAll(io.LimitReader(r, 3+maxMessage))
+		switch {
+		case err != nil:
+			return failed(timedOut(err))
+		case len(rest) == 0:
+			return failed(ErrNoSnapshots)
+		}
+		return failed(decodeRefusal(rest))
+	default:
+		return failed(fmt.Errorf("%w: status %q", ErrMalformed, status[0]))
+	}
+	n, err := io.Copy(w, r)
+	if err != nil {
+		_, err = fail(timedOut(err))
+		return n, err
+	}
+	return n, nil
+}
+
+// deadlineReader reads from c with a read deadline of timeout from each
+// read; a timeout of zero or less sets none.
+type deadlineReader struct {
+	c       net.Conn
+	timeout time.Duration
+}
+
+func (r *deadlineReader) Read(p []byte) (int, error) {
+	if r.timeout > 0 {
+		r.c.SetReadDeadline(time.Now().Add(r.timeout))
+	}
+	return r.c.Read(p)
+}
+
+func (c *Client) readTimeout() time.Duration {
+	if c.ReadTimeout == 0 {
+		return DefaultReadTimeout
+	}
+	return c.ReadTimeout
+}
+
+// send connects, sets the read timeout and writes req. It returns the
+// connection, fail (which wraps an error with op, the address and the
+// context's end), timedOut (which names the read timeout in a deadline's
+// error) and stop, which closes the connection.
+func (c *Client) send(ctx context.Context, op string, req Request) (conn net.Conn, fail func(error) ([]byte, error),
+	timedOut func(error) error, stop func(), err error) {
 	timeout := c.ConnectTimeout
 	if timeout == 0 {
 		timeout = DefaultConnectTimeout
 	}
-	fail := func(err error) ([]byte, error) {
+	fail = func(err error) ([]byte, error) {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			err = ctxErr
 		}
@@ -188,50 +287,39 @@ func (c *Client) call(ctx context.Context, op string, req Request) ([]byte, erro
 	if c.TLS != nil {
 		dial = (&tls.Dialer{NetDialer: d, Config: c.TLS}).DialContext
 	}
-	conn, err := dial(ctx, "tcp", c.Addr)
+	conn, err = dial(ctx, "tcp", c.Addr)
 	if err != nil {
-		return fail(err)
+		_, err = fail(err)
+		return nil, nil, nil, nil, err
 	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	readTimeout := c.ReadTimeout
-	if readTimeout == 0 {
-		readTimeout = DefaultReadTimeout
+	after := context.AfterFunc(ctx, func() { conn.Close() })
+	stop = func() {
+		after()
+		conn.Close()
 	}
-	if readTimeout > 0 {
-		if err := conn.SetDeadline(time.Now().Add(readTimeout)); err != nil {
-			return fail(err)
-		}
-	}
-	timedOut := func(err error) error {
+	readTimeout := c.readTimeout()
+	timedOut = func(err error) error {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return fmt.Errorf("no response within %v: %w", readTimeout, err)
 		}
 		return err
 	}
+	abort := func(err error) (net.Conn, func(error) ([]byte, error), func(error) error, func(), error) {
+		stop()
+		_, err = fail(err)
+		return nil, nil, nil, nil, err
+	}
+	if readTimeout > 0 {
+		if err := conn.SetDeadline(time.Now().Add(readTimeout)); err != nil {
+			return abort(err)
+		}
+	}
 	if len(c.Token) > maxToken {
-		return fail(fmt.Errorf("a token over %d bytes", maxToken))
+		return abort(fmt.Errorf("a token over %d bytes", maxToken))
 	}
 	req.Token = []byte(c.Token)
 	if _, err := conn.Write(appendRequest(nil, req)); err != nil {
-		return fail(timedOut(err))
+		return abort(timedOut(err))
 	}
-	resp, err := io.ReadAll(io.LimitReader(conn, maxResponse+1))
-	if err != nil {
-		return fail(timedOut(err))
-	}
-	switch {
-	case len(resp) == 0:
-		return fail(fmt.Errorf("the server closed the connection before it answered: %w", io.ErrUnexpectedEOF))
-	case len(resp) > maxResponse:
-		return fail(errors.New("response too large"))
-	case resp[0] == statusFailed && isMembership(req.Cmd):
-		return fail(decodeRefusal(resp[1:]))
-	case resp[0] == statusFailed:
-		return fail(ErrFailed)
-	case resp[0] != statusOK:
-		return fail(fmt.Errorf("%w: status %q", ErrMalformed, resp[0]))
-	}
-	return resp[1:], nil
+	return conn, fail, timedOut, stop, nil
 }

@@ -20,6 +20,7 @@
 //	remove member         9   [9][n][id]                       none
 //	transfer leadership  10   [10][n][id] (n 0: any voter)     none
 //	list holders, notes  11   [11]                             [count u32] count x holder, with note
+//	snapshot             12   [12]                             a snapshot file, to the end of the stream
 //
 //	holder:   [n u8][key n] [m u8][source m] [r u8][remote r]
 //	          [acquired i64: Unix nanoseconds] [held i64: nanoseconds]
@@ -34,9 +35,13 @@
 //	          [state u8: 0 unknown, 1 follower, 2 candidate, 3 leader]
 //	          [last contact i64: ns, 0 the leader, -1 unknown] [applied u64]
 //
-// The membership commands (7 to 10) answer a failure with '-', then a
-// code byte (Refusal's codes), a u16 length and a message of that many
-// bytes; commands 1 to 6 and 11 answer '-' alone. A node id is 1 to 127 bytes,
+// The membership commands (7 to 10) and the snapshot (12) answer a
+// failure with '-', then a code byte (Refusal's codes), a u16 length and
+// a message of that many bytes; commands 1 to 6 and 11 answer '-' alone,
+// and so does an lcd older than the snapshot asked for one
+// (ErrNoSnapshots). A snapshot file is what store.WriteSnapshotFile
+// writes: the records of a compacted write-ahead log and an end record
+// with their count and CRC32C (docs/protocol.md, Snapshot). A node id is 1 to 127 bytes,
 // an address 1 to 255 (a client address may be empty).
 //
 // Keys are 1..127 bytes, sources 0..127. Lists are sorted by key bytes. An
@@ -45,7 +50,8 @@
 //
 // With authentication on (Config.Tokens), a request comes wrapped as
 // [0x80][n u16][token n][request], with an admin's token; one that does
-// not is answered '-' (the membership commands: '-' with CodeNotAdmin).
+// not is answered '-' (the membership commands and the snapshot: '-' with
+// CodeNotAdmin).
 //
 // With Config.TLS (and Client.TLS) the same bytes travel inside TLS; the
 // handshake counts against the request's timeout.

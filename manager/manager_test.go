@@ -31,7 +31,7 @@ func start(t *testing.T) (*mutex.Node, *Client) {
 
 // startWith serves the management port of a fresh table on 127.0.0.1
 // with cfg.
-func startWith(t *testing.T, cfg Config) (*mutex.Node, *Client) {
+func startWith(t testing.TB, cfg Config) (*mutex.Node, *Client) {
 	t.Helper()
 	tb := mutex.NewNode(mutex.NodeConfig{})
 	t.Cleanup(tb.Close)
@@ -143,7 +143,7 @@ func raw(t *testing.T, addr string, b []byte) []byte {
 
 func TestMalformedRequests(t *testing.T) {
 	tb, c := start(t)
-	for _, b := range [][]byte{{0}, {12}, {255}, {3, 0}, {3, 200}, {1, 'x'}, {4, 1, 's', 'x'}, {9, 0}, {8, 1, 'n', 0}, {8, 1, 'n', 3, 'h', ':', '1', 0, 2}} {
+	for _, b := range [][]byte{{0}, {13}, {255}, {3, 0}, {3, 200}, {1, 'x'}, {4, 1, 's', 'x'}, {9, 0}, {8, 1, 'n', 0}, {8, 1, 'n', 3, 'h', ':', '1', 0, 2}} {
 		if got := raw(t, c.Addr, b); !bytes.Equal(got, []byte{'-'}) {
 			t.Errorf("%v: answered %q, want -", b, got)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/locking-center/locking-center/auth"
 	"github.com/locking-center/locking-center/internal/serve"
 	"github.com/locking-center/locking-center/mutex"
+	"github.com/locking-center/locking-center/store"
 )
 
 // DefaultTimeout bounds reading a request and writing a response.
@@ -122,7 +123,7 @@ func (s *Server) handle(c net.Conn) {
 		return
 	}
 	if !s.admit(c, req) {
-		if isMembership(req.Cmd) {
+		if givesReasons(req.Cmd) {
 			c.Write(appendRefusal(nil, ErrNotAdmin))
 		} else {
 			c.Write([]byte{statusFailed})
@@ -137,7 +138,52 @@ func (s *Server) handle(c net.Conn) {
 		c.Write(resp)
 		return
 	}
+	if req.Cmd == CmdSnapshot {
+		s.snapshot(c)
+		return
+	}
 	c.Write(s.respond(req))
+}
+
+// snapshot answers CmdSnapshot on c: '+' and a snapshot file of the
+// table, copied at one instant; in a cluster only at the leader, once it
+// has confirmed that it leads and applied everything committed before.
+// Each write of the file gets the timeout anew, so that a large table
+// takes as long as its client reads.
+func (s *Server) snapshot(c net.Conn) {
+	if err := s.table.Linearize(); err != nil {
+		refusal := ErrNotLeader
+		if l := s.table.Leader(); l != "" {
+			refusal = fmt.Errorf("%w; the leader is at %s", ErrNotLeader, l)
+		}
+		s.log.Info("snapshot refused: this node does not lead its cluster", slog.String("leader", s.table.Leader()))
+		c.Write(appendRefusal(nil, refusal))
+		return
+	}
+	t := s.table.Clone()
+	w := &deadlineWriter{c: c, timeout: s.timeout}
+	if _, err := w.Write([]byte{statusOK}); err != nil {
+		return
+	}
+	n, err := store.WriteSnapshotFile(w, t)
+	if err != nil {
+		s.log.Info("snapshot not sent whole", slog.String("remote", c.RemoteAddr().String()), slog.Any("error", err))
+		return
+	}
+	s.log.Info("snapshot sent", slog.String("remote", c.RemoteAddr().String()), slog.Int("keys", t.Len()),
+		slog.Int64("bytes", n))
+}
+
+// deadlineWriter writes to c with a write deadline of timeout from each
+// write.
+type deadlineWriter struct {
+	c       net.Conn
+	timeout time.Duration
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	w.c.SetWriteDeadline(time.Now().Add(w.timeout))
+	return w.c.Write(p)
 }
 
 // member carries out a membership command and returns the whole

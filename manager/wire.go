@@ -29,6 +29,10 @@ const (
 	// CmdListHoldersNotes lists what CmdListHoldersTokens does and each
 	// holder's note.
 	CmdListHoldersNotes Command = 11
+	// CmdSnapshot asks for a snapshot file of the whole table; a failure
+	// is answered '-' with a code and a message, as the membership
+	// commands' (docs/protocol.md, Snapshot).
+	CmdSnapshot Command = 12
 )
 
 const (
@@ -132,6 +136,7 @@ const (
 	CodeLastVoter     byte = 6
 	CodeFailed        byte = 7
 	CodeNotAdmin      byte = 8
+	CodeNotLeader     byte = 9 // snapshot only
 )
 
 // Errors of the membership commands, one per refusal code but CodeFailed.
@@ -145,13 +150,19 @@ var (
 	// ErrNotAdmin: authentication is on, and the request came without an
 	// admin's token.
 	ErrNotAdmin = errors.New("manager: authentication is on: an admin's token is required")
+	// ErrNotLeader: a node of a cluster that does not lead it was asked
+	// for a snapshot.
+	ErrNotLeader = errors.New("manager: this node does not lead its cluster")
+	// ErrNoSnapshots: the server answered a snapshot with '-' alone, as an
+	// lcd older than the command does (or one at its cap of connections).
+	ErrNoSnapshots = errors.New("manager: the server takes no snapshots (an lcd older than the snapshot command answers '-' alone)")
 )
 
 // refusalErrors maps each refusal code to its error.
 var refusalErrors = map[byte]error{
 	CodeNotCluster: ErrNotCluster, CodeNoLeader: ErrNoLeader, CodeUnknownMember: ErrUnknownMember,
 	CodeMemberExists: ErrMemberExists, CodeBadMember: ErrBadMember, CodeLastVoter: ErrLastVoter,
-	CodeNotAdmin: ErrNotAdmin,
+	CodeNotAdmin: ErrNotAdmin, CodeNotLeader: ErrNotLeader,
 }
 
 // Refusal is a membership command's '-' with its code and message. It
@@ -219,6 +230,12 @@ func isMembership(cmd Command) bool {
 	return cmd >= CmdListMembers && cmd <= CmdTransferLeadership
 }
 
+// givesReasons reports whether cmd answers a failure with a code and a
+// message after its '-': the membership commands and the snapshot.
+func givesReasons(cmd Command) bool {
+	return isMembership(cmd) || cmd == CmdSnapshot
+}
+
 // authForm is the first byte of a request in the authenticated form:
 // [0x80] [n: u16] [token: n bytes] [the request].
 const authForm = 0x80
@@ -257,7 +274,8 @@ func decodePlain(b []byte) (Request, int, error) {
 	}
 	r := Request{Cmd: Command(b[0])}
 	switch r.Cmd {
-	case CmdListKeys, CmdListHolders, CmdListHoldersTokens, CmdListHoldersNotes, CmdListSessions, CmdListMembers:
+	case CmdListKeys, CmdListHolders, CmdListHoldersTokens, CmdListHoldersNotes, CmdListSessions, CmdListMembers,
+		CmdSnapshot:
 		return r, 1, nil
 	case CmdAddMember, CmdRemoveMember, CmdTransferLeadership:
 		return decodeMemberRequest(r, b)

@@ -742,6 +742,14 @@ func (n *Node) Describe(key string) KeyInfo {
 	return n.t.describe(key, n.now())
 }
 
+// Clone returns a copy of the table at one instant, taken under the
+// node's lock: a snapshot of it that changes after the call do not reach.
+func (n *Node) Clone() *Table {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.t.Clone()
+}
+
 // Export writes the table's state, as Table.Export does, under the
 // node's lock.
 func (n *Node) Export(f func(*Record)) {

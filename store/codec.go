@@ -2,9 +2,13 @@ package store
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+
+	"github.com/klauspost/crc32"
 
 	"github.com/locking-center/locking-center/mutex"
 )
@@ -78,9 +82,80 @@ func WriteSnapshot(w io.Writer, t *mutex.Table) (int64, error) {
 // torn tail: a stream cut inside a record is refused too. Errors:
 // ErrBadSnapshot (wrapping the reason), or r's.
 func ReadSnapshot(r io.Reader) (*mutex.Table, error) {
+	t, _, err := readSnapshot(r, false)
+	return t, err
+}
+
+// ErrBadSnapshotFile: bytes that are not a whole snapshot file: those of
+// ErrBadSnapshot, or an end record that is missing, not last, or does not
+// match the records before it. It matches ErrBadSnapshot too.
+var ErrBadSnapshotFile = fmt.Errorf("%w file", ErrBadSnapshot)
+
+// WriteSnapshotFile writes the state of t to w as a snapshot file: the
+// records WriteSnapshot writes, then the end record, which holds their
+// count and the CRC32C of their bytes (docs/protocol.md, Snapshot). It
+// returns the bytes written. Errors: w's.
+func WriteSnapshotFile(w io.Writer, t *mutex.Table) (int64, error) {
+	cw := &sumWriter{w: w}
+	n, err := WriteSnapshot(cw, t)
+	if err != nil {
+		return n, err
+	}
+	end := frame(nil, func(b []byte) []byte {
+		e := enc{b}
+		e.open(opEnd)
+		e.name("count")
+		e.b = strconv.AppendUint(e.b, uint64(cw.records), 10)
+		e.name("sum")
+		e.b = strconv.AppendUint(e.b, uint64(cw.sum), 10)
+		e.close()
+		return e.b
+	})
+	m, err := w.Write(end)
+	return n + int64(m), err
+}
+
+// ReadSnapshotFile reads a snapshot file from r, checks its end record
+// against the records before it, and returns the table they make and the
+// number of those records. Errors: ErrBadSnapshotFile (wrapping the
+// reason), or r's.
+func ReadSnapshotFile(r io.Reader) (*mutex.Table, int, error) {
+	t, records, err := readSnapshot(r, true)
+	if errors.Is(err, ErrBadSnapshot) && !errors.Is(err, ErrBadSnapshotFile) {
+		err = fmt.Errorf("%w: %w", ErrBadSnapshotFile, err)
+	}
+	return t, records, err
+}
+
+// sumWriter passes writes to w and keeps the CRC32C of the bytes and the
+// count of the records written through it, whole records at a time.
+type sumWriter struct {
+	w       io.Writer
+	sum     uint32
+	records int
+}
+
+func (s *sumWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	s.sum = crc32.Update(s.sum, castagnoli, p[:n])
+	for b := p[:n]; len(b) >= HeaderLen; {
+		size := HeaderLen + int(binary.LittleEndian.Uint32(b[0:4]))
+		s.records++
+		b = b[min(size, len(b)):]
+	}
+	return n, err
+}
+
+// readSnapshot reads the snapshot records of r up to its end, and with
+// file the end record after them, and returns the table and the records
+// read before the end record.
+func readSnapshot(r io.Reader, file bool) (*mutex.Table, int, error) {
 	br := bufio.NewReaderSize(r, readBuffer)
 	t := mutex.NewTable()
 	var off int64
+	var sum uint32
+	records := 0
+	ended := false
 	for {
 		h, err := br.Peek(HeaderLen)
 		if len(h) == 0 && errors.Is(err, io.EOF) {
@@ -88,34 +163,49 @@ func ReadSnapshot(r io.Reader) (*mutex.Table, error) {
 		}
 		if len(h) < HeaderLen {
 			if errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("%w: cut short at offset %d", ErrBadSnapshot, off)
+				return nil, 0, fmt.Errorf("%w: cut short at offset %d", ErrBadSnapshot, off)
 			}
-			return nil, err
+			return nil, 0, err
 		}
-		n, sum, err := parseHeader(h)
+		if ended {
+			return nil, 0, fmt.Errorf("%w: a record after the end record, at offset %d", ErrBadSnapshotFile, off)
+		}
+		n, psum, err := parseHeader(h)
 		if err != nil {
-			return nil, fmt.Errorf("%w: offset %d: %w", ErrBadSnapshot, off, err)
+			return nil, 0, fmt.Errorf("%w: offset %d: %w", ErrBadSnapshot, off, err)
 		}
 		b, err := br.Peek(HeaderLen + n)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("%w: cut short at offset %d", ErrBadSnapshot, off)
+				return nil, 0, fmt.Errorf("%w: cut short at offset %d", ErrBadSnapshot, off)
 			}
-			return nil, err
+			return nil, 0, err
 		}
-		it, err := decodePayload(b[HeaderLen:], sum)
+		it, err := decodePayload(b[HeaderLen:], psum)
 		if err != nil {
-			return nil, fmt.Errorf("%w: offset %d: %w", ErrBadSnapshot, off, err)
+			return nil, 0, fmt.Errorf("%w: offset %d: %w", ErrBadSnapshot, off, err)
 		}
-		if it.kind != itemState {
-			return nil, fmt.Errorf("%w: offset %d: not a snapshot record", ErrBadSnapshot, off)
-		}
-		if !t.Import(&it.rec) {
-			return nil, fmt.Errorf("%w: offset %d: a record that does not fit the table", ErrBadSnapshot, off)
+		switch {
+		case file && it.kind == itemEnd:
+			if it.count != uint64(records) || it.sum != uint64(sum) {
+				return nil, 0, fmt.Errorf("%w: the end record at offset %d counts %d records of CRC32C %08x; the file has %d of %08x",
+					ErrBadSnapshotFile, off, it.count, it.sum, records, sum)
+			}
+			ended = true
+		case it.kind != itemState:
+			return nil, 0, fmt.Errorf("%w: offset %d: not a snapshot record", ErrBadSnapshot, off)
+		case !t.Import(&it.rec):
+			return nil, 0, fmt.Errorf("%w: offset %d: a record that does not fit the table", ErrBadSnapshot, off)
+		default:
+			sum = crc32.Update(sum, castagnoli, b)
+			records++
 		}
 		br.Discard(HeaderLen + n)
 		off += int64(HeaderLen + n)
 	}
+	if file && !ended {
+		return nil, 0, fmt.Errorf("%w: no end record: the file is cut short after %d records", ErrBadSnapshotFile, records)
+	}
 	t.FinishImport()
-	return t, nil
+	return t, records, nil
 }

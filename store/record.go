@@ -49,6 +49,7 @@ const (
 	opHolder  = "holder"
 	opWaiter  = "waiter"
 	opGrant   = "grant" // a v1 grant, as logs before fencing tokens wrote it
+	opEnd     = "end"   // the last record of a snapshot file
 )
 
 // itemKind says what a record holds.
@@ -58,6 +59,7 @@ const (
 	itemCommand itemKind = iota + 1 // a command to apply
 	itemState                       // a record of a snapshot
 	itemGrant                       // a v1 grant of the older format
+	itemEnd                         // the end of a snapshot file
 )
 
 // item is the decoded payload of one record.
@@ -65,6 +67,9 @@ type item struct {
 	kind itemKind
 	cmd  mutex.Command
 	rec  mutex.Record
+	// Of an end record: the records before it and the CRC32C of their
+	// bytes.
+	count, sum uint64
 }
 
 // --- encoding ---
@@ -283,6 +288,7 @@ type fields struct {
 	Sess, Req, Target, Ticket, Token    uint64
 	Floor, MaxH, MaxP, Before           uint64
 	Count, Limit, Applied, Sessions     uint64
+	Sum                                 uint64
 	Try, Reent, Conn, Lapse             bool
 	Wait, Lease, Delay, TTL, Mode, Prio int64
 	Opened, LeaseAt, DelayAt, WaitAt    int64
@@ -313,6 +319,7 @@ type fieldsJSON struct {
 	Limit    uint64 `json:"limit"`
 	Applied  uint64 `json:"applied"`
 	Sessions uint64 `json:"sessions"`
+	Sum      uint64 `json:"sum"`
 	Try      bool   `json:"try"`
 	Reent    bool   `json:"reent"`
 	Conn     bool   `json:"conn"`
@@ -364,6 +371,11 @@ func (f *fields) item() (item, error) {
 		return time.Unix(0, n)
 	}
 	switch f.Op {
+	case opEnd:
+		if f.Sum > math.MaxUint32 {
+			return bad("a checksum out of range")
+		}
+		return item{kind: itemEnd, count: f.Count, sum: f.Sum}, nil
 	case opGrant:
 		if len(f.Key) == 0 {
 			return bad("empty key")
@@ -491,7 +503,7 @@ func scanFlat(p []byte) (f fields, ok bool) {
 var fieldBit = func() map[string]uint64 {
 	names := []string{"op", "at", "key", "src", "addr", "owner", "name", "secret", "sess", "req", "target",
 		"ticket", "token", "floor", "count", "limit", "applied", "sessions", "try", "reent", "conn", "wait", "lease",
-		"delay", "ttl", "mode", "prio", "opened", "lease_at", "delay_at", "wait_at", "acct", "maxh", "maxp", "before", "note", "lapse"}
+		"delay", "ttl", "mode", "prio", "opened", "lease_at", "delay_at", "wait_at", "acct", "maxh", "maxp", "before", "note", "lapse", "sum"}
 	m := make(map[string]uint64, len(names))
 	for i, n := range names {
 		m[n] = 1 << i
@@ -595,6 +607,8 @@ func (f *fields) set(name string, v []byte) bool {
 		return uint(&f.Applied)
 	case "sessions":
 		return uint(&f.Sessions)
+	case "sum":
+		return uint(&f.Sum)
 	case "try":
 		return boolean(&f.Try)
 	case "reent":

@@ -38,6 +38,9 @@ func (p *replayer) apply(it item) error {
 		p.records++
 		return nil
 	}
+	if it.kind == itemEnd {
+		return fmt.Errorf("%w: the end record of a snapshot file in a log", errPayload)
+	}
 	p.endSnapshot()
 	if it.kind == itemGrant {
 		p.t.RestoreV1(it.rec.Key, it.rec.Source, it.rec.RemoteAddr, it.rec.Acquired)

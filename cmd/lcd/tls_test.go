@@ -265,10 +265,7 @@ func exitsUsage(t *testing.T, env []string, want string) {
 // included; sources come from the certificate.
 func TestTLSWithLcCli(t *testing.T) {
 	dir := t.TempDir()
-	cli := filepath.Join(dir, "lc-cli")
-	if out, err := exec.Command("go", "build", "-o", cli, "../lc-cli").CombinedOutput(); err != nil {
-		t.Fatalf("build lc-cli: %v\n%s", err, out)
-	}
+	cli := lcCli(t)
 	f := newTLSFiles(t)
 	p, addrs := startLCD(t, "", f.env()...)
 	ops := f.ca.Client(t, "ops").Write(t, dir, "ops")

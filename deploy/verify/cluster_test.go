@@ -205,7 +205,14 @@ func podEnv(t *testing.T, c *corev1.Container, fields map[string]string) cluster
 }
 
 func TestKubernetesCluster(t *testing.T) {
-	m := loadManifests(t, "locking-center-cluster.yaml")
+	checkCluster(t, loadManifests(t, "locking-center-cluster.yaml"), "locking-center")
+}
+
+// checkCluster asserts what a three-node cluster of a StatefulSet must
+// be, its client Service named client, and runs the three pods' settings
+// as a cluster.
+func checkCluster(t *testing.T, m manifests, client string) *corev1.Container {
+	t.Helper()
 	if len(m.deployments) != 0 || len(m.claims) != 0 {
 		t.Error("the cluster manifest has a Deployment or a claim beside its StatefulSet")
 	}
@@ -227,15 +234,15 @@ func TestKubernetesCluster(t *testing.T) {
 	if len(m.services) != 2 {
 		t.Fatalf("%d Services, want a headless one and one for clients", len(m.services))
 	}
-	var headless, client *corev1.Service
+	var headless, clients *corev1.Service
 	for _, s := range m.services {
 		if s.Spec.ClusterIP == corev1.ClusterIPNone {
 			headless = s
 		} else {
-			client = s
+			clients = s
 		}
 	}
-	if headless == nil || client == nil {
+	if headless == nil || clients == nil {
 		t.Fatal("want one headless Service (clusterIP: None) and one client Service")
 	}
 	if headless.Name != ss.Spec.ServiceName {
@@ -248,10 +255,10 @@ func TestKubernetesCluster(t *testing.T) {
 		!slices.ContainsFunc(headless.Spec.Ports, func(p corev1.ServicePort) bool { return p.Port == raftPort }) {
 		t.Errorf("the headless Service does not reach the pods' raft port: %v", headless.Spec)
 	}
-	if client.Name != "locking-center" {
-		t.Errorf("client Service %q, want locking-center, the name client-example.yaml dials", client.Name)
+	if clients.Name != client {
+		t.Errorf("client Service %q, want %s, the name client-example.yaml dials", clients.Name, client)
 	}
-	checkService(t, client, ss.Spec.Template)
+	checkService(t, clients, ss.Spec.Template)
 
 	pdb := one(t, m.budgets, "PodDisruptionBudget")
 	if pdb.Spec.MaxUnavailable == nil || *pdb.Spec.MaxUnavailable != intstr.FromInt32(1) || pdb.Spec.MinAvailable != nil {
@@ -307,4 +314,5 @@ func TestKubernetesCluster(t *testing.T) {
 		}
 		return -1
 	})
+	return c
 }

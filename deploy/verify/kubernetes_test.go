@@ -34,19 +34,44 @@ var containerPorts = map[string]int32{"mutex": 22119, "manager": 22120, "metrics
 
 // manifests is one YAML file decoded into API types.
 type manifests struct {
-	deployments  []*appsv1.Deployment
-	statefulSets []*appsv1.StatefulSet
-	services     []*corev1.Service
-	claims       []*corev1.PersistentVolumeClaim
-	budgets      []*policyv1.PodDisruptionBudget
+	deployments     []*appsv1.Deployment
+	statefulSets    []*appsv1.StatefulSet
+	services        []*corev1.Service
+	claims          []*corev1.PersistentVolumeClaim
+	budgets         []*policyv1.PodDisruptionBudget
+	serviceMonitors []*serviceMonitor
+}
+
+// serviceMonitor is what the tests read of a Prometheus Operator
+// ServiceMonitor.
+type serviceMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Selector  metav1.LabelSelector `json:"selector"`
+		Endpoints []struct {
+			Port      string         `json:"port"`
+			Path      string         `json:"path"`
+			Interval  string         `json:"interval"`
+			Scheme    string         `json:"scheme"`
+			TLSConfig map[string]any `json:"tlsConfig"`
+		} `json:"endpoints"`
+	} `json:"spec"`
 }
 
 // loadManifests decodes every document of deploy/kubernetes/name strictly:
 // an unknown field or kind fails t.
 func loadManifests(t *testing.T, name string) manifests {
 	t.Helper()
+	return decodeManifests(t, name, readRepoFile(t, "deploy/kubernetes/"+name))
+}
+
+// decodeManifests decodes every document of data, named name in
+// failures, strictly.
+func decodeManifests(t *testing.T, name string, data []byte) manifests {
+	t.Helper()
 	var m manifests
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(readRepoFile(t, "deploy/kubernetes/"+name))))
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
@@ -79,6 +104,9 @@ func loadManifests(t *testing.T, name string) manifests {
 		case "v1 PersistentVolumeClaim":
 			c := new(corev1.PersistentVolumeClaim)
 			m.claims, obj = append(m.claims, c), c
+		case "monitoring.coreos.com/v1 ServiceMonitor":
+			sm := new(serviceMonitor)
+			m.serviceMonitors, obj = append(m.serviceMonitors, sm), sm
 		default:
 			t.Fatalf("%s: unexpected %s %s", name, tm.APIVersion, tm.Kind)
 		}
@@ -208,7 +236,14 @@ func envValue(c *corev1.Container, name string) (string, bool) {
 }
 
 func TestKubernetesPersistent(t *testing.T) {
-	m := loadManifests(t, "locking-center.yaml")
+	checkPersistent(t, loadManifests(t, "locking-center.yaml"))
+}
+
+// checkPersistent asserts what one node with its write-ahead log on a
+// claim must be: a Deployment of one replica, its Service, DATA_PATH on a
+// volume of a ReadWriteOnce claim.
+func checkPersistent(t *testing.T, m manifests) {
+	t.Helper()
 	d := one(t, m.deployments, "Deployment")
 	c := checkServer(t, d)
 	checkService(t, one(t, m.services, "Service"), d.Spec.Template)
