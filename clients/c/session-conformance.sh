@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Session conformance run of the C client (clients/conformance/SESSIONS.md).
+# Builds the library three times with gcc (plain; AddressSanitizer with
+# UndefinedBehaviorSanitizer; ThreadSanitizer), with OpenSSL when its headers
+# are found (TLS), and runs:
+#   - unit-tests: the session unit tests (the codec against
+#     clients/testdata/session-vectors.json, random and mutated frames, the
+#     handshake against scripted servers) in all three builds, the v1 unit
+#     tests, the README's example, and the scenarios that need no cluster
+#     under ThreadSanitizer against the harness's servers;
+#   - the 16 scenarios, in order, in the AddressSanitizer build.
+# Build and test output goes to stderr; stdout carries only the lines
+# "ok <id>" / "FAIL <id>: <reason>".
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here/build.sh"
+build=$(mktemp -d)
+trap 'rm -rf "$build"' EXIT
+
+if ! lc_c_build_all "$build" >&2; then
+	echo "FAIL unit-tests: the C client does not build (see stderr)"
+	for id in s-acquire-release s-try-busy s-wait-bound s-cancel s-stale-release s-lease-expiry s-kill-client \
+		s-resume s-leader-stop s-leader-kill s-tls-token s-modes s-note s-big-token s-silent-server s-fifo-mixed; do
+		echo "FAIL $id: the C client does not build"
+	done
+	exit 1
+fi
+
+vectors="$here/../testdata/session-vectors.json"
+unit=ok why=
+for variant in plain asan tsan; do
+	if ! "$build/$variant/test_session" "$vectors" >"$build/unit-$variant.log" 2>&1; then
+		unit=fail why="session unit tests ($variant): $(grep -m1 FAIL "$build/unit-$variant.log" || tail -n 1 "$build/unit-$variant.log")"
+	fi
+	cat "$build/unit-$variant.log" >&2
+done
+if ! "$build/plain/test_lockingcenter" "$here/../testdata/vectors.json" >"$build/v1.log" 2>&1; then
+	unit=fail why="v1 unit tests: $(tail -n 1 "$build/v1.log")"
+fi
+if ! bash "$here/tests/readme-example.sh" "$build/plain" >&2; then
+	unit=fail why="the README's example"
+fi
+# The scenarios that need no cluster, under ThreadSanitizer: any report
+# fails the cell (TSAN exits 66).
+single=(s-acquire-release s-try-busy s-wait-bound s-cancel s-stale-release s-lease-expiry s-kill-client
+	s-resume s-tls-token s-modes s-note s-big-token s-silent-server s-fifo-mixed)
+TSAN_OPTIONS="exitcode=66 halt_on_error=1" "$build/tsan/session_scenario" "${single[@]}" >"$build/tsan.out" 2>"$build/tsan.err"
+rc=$?
+sed 's/^/tsan: /' "$build/tsan.out" >&2
+tail -n 40 "$build/tsan.err" >&2
+if [ $rc -ne 0 ]; then
+	unit=fail why="the scenarios under ThreadSanitizer (exit $rc): $(grep -m1 -E 'WARNING: ThreadSanitizer|^FAIL' "$build/tsan.out" "$build/tsan.err" | head -n 1)"
+fi
+if [ $unit = ok ]; then echo "ok unit-tests"; else echo "FAIL unit-tests: $why"; fi
+
+ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+	"$build/asan/session_scenario"
