@@ -12,6 +12,11 @@
 # turns it off): TLS sessions then work, and LC_HAVE_OPENSSL is defined.
 
 lc_c_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# The scenarios of clients/conformance/SESSIONS.md, in order
+# (scenario/scenarios.h), and those that need no cluster.
+lc_scenarios=(s-acquire-release s-try-busy s-wait-bound s-cancel s-stale-release s-lease-expiry s-kill-client
+	s-resume s-leader-stop s-leader-kill s-tls-token s-modes s-note s-big-token s-silent-server s-fifo-mixed)
+lc_single_scenarios=("${lc_scenarios[@]:0:8}" "${lc_scenarios[@]:10}")
 lc_cc=${CC:-gcc}
 
 # lc_openssl_flags prints the flags that enable OpenSSL, nothing without it.
@@ -46,16 +51,25 @@ lc_c_build() {
 	echo "$link" >"$dir/link.flags"
 }
 
-# lc_c_programs DIR FLAGS...: the unit tests, the examples and the scenario
-# programs, on the library in DIR.
+# lc_c_test_session DIR FLAGS...: the session unit tests, DIR/test_session,
+# on the library in DIR.
+lc_c_test_session() {
+	local dir=$1
+	shift
+	"$lc_cc" -std=c11 -Wall -Wextra -Wpedantic -Werror -g -I"$lc_c_dir/include" -I"$lc_c_dir/src" "$@" \
+		-I"$lc_c_dir/tests" "$lc_c_dir/tests/test_session.c" "$lc_c_dir/tests/json.c" \
+		"$dir/liblockingcenter.a" $(cat "$dir/link.flags") -o "$dir/test_session"
+}
+
+# lc_c_programs DIR FLAGS...: the unit tests, the examples, the scenario
+# programs and the benchmark, on the library in DIR.
 lc_c_programs() {
 	local dir=$1
 	shift
 	local flags=(-std=c11 -Wall -Wextra -Wpedantic -Werror -g -I"$lc_c_dir/include" -I"$lc_c_dir/src" "$@")
 	local link
 	link=$(cat "$dir/link.flags")
-	"$lc_cc" "${flags[@]}" -I"$lc_c_dir/tests" "$lc_c_dir/tests/test_session.c" "$lc_c_dir/tests/json.c" \
-		"$dir/liblockingcenter.a" $link -o "$dir/test_session" &&
+	lc_c_test_session "$dir" "$@" &&
 		"$lc_cc" "${flags[@]}" -I"$lc_c_dir/tests" "$lc_c_dir/tests/test_lockingcenter.c" "$lc_c_dir/tests/json.c" \
 			"$dir/liblockingcenter.a" $link -o "$dir/test_lockingcenter" &&
 		"$lc_cc" "${flags[@]}" "$lc_c_dir/examples/example.c" "$dir/liblockingcenter.a" $link -o "$dir/example" &&
@@ -81,4 +95,25 @@ lc_c_build_all() {
 	done
 	for v in "${pids[@]}"; do wait "$v" || rc=1; done
 	return $rc
+}
+
+# lc_no_build LANGUAGE: the lines of a script whose client did not build.
+lc_no_build() {
+	echo "FAIL unit-tests: the $1 client does not build (see stderr)"
+	local id
+	for id in "${lc_scenarios[@]}"; do echo "FAIL $id: the $1 client does not build"; done
+}
+
+# lc_tsan_scenarios BINARY DIR: runs the scenarios that need no cluster
+# with BINARY, a ThreadSanitizer build, its output on stderr (files in
+# DIR). On a report or a failure it prints why and returns 1.
+lc_tsan_scenarios() {
+	local bin=$1 dir=$2 rc
+	TSAN_OPTIONS="exitcode=66 halt_on_error=1" "$bin" "${lc_single_scenarios[@]}" >"$dir/tsan.out" 2>"$dir/tsan.err"
+	rc=$?
+	sed 's/^/tsan: /' "$dir/tsan.out" >&2
+	tail -n 40 "$dir/tsan.err" >&2
+	[ $rc -eq 0 ] && return 0
+	echo "the scenarios under ThreadSanitizer (exit $rc): $(grep -h -m1 -E 'WARNING: ThreadSanitizer|^FAIL' "$dir/tsan.out" "$dir/tsan.err" | head -n 1)"
+	return 1
 }

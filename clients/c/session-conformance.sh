@@ -19,11 +19,7 @@ build=$(mktemp -d)
 trap 'rm -rf "$build"' EXIT
 
 if ! lc_c_build_all "$build" >&2; then
-	echo "FAIL unit-tests: the C client does not build (see stderr)"
-	for id in s-acquire-release s-try-busy s-wait-bound s-cancel s-stale-release s-lease-expiry s-kill-client \
-		s-resume s-leader-stop s-leader-kill s-tls-token s-modes s-note s-big-token s-silent-server s-fifo-mixed; do
-		echo "FAIL $id: the C client does not build"
-	done
+	lc_no_build C
 	exit 1
 fi
 
@@ -38,19 +34,17 @@ done
 if ! "$build/plain/test_lockingcenter" "$here/../testdata/vectors.json" >"$build/v1.log" 2>&1; then
 	unit=fail why="v1 unit tests: $(tail -n 1 "$build/v1.log")"
 fi
-if ! bash "$here/tests/readme-example.sh" "$build/plain" >&2; then
+if ! bash "$here/tests/readme-example.sh" "$here/README.md" c "$here/examples/session_example.c" \
+	"$build/plain/session_example" >&2; then
 	unit=fail why="the README's example"
 fi
+if ! "$build/plain/example" "$LC_ADDR" >"$build/example.log" 2>&1; then
+	unit=fail why="the v1 example: $(tail -n 1 "$build/example.log")"
+fi
 # The scenarios that need no cluster, under ThreadSanitizer: any report
-# fails the cell (TSAN exits 66).
-single=(s-acquire-release s-try-busy s-wait-bound s-cancel s-stale-release s-lease-expiry s-kill-client
-	s-resume s-tls-token s-modes s-note s-big-token s-silent-server s-fifo-mixed)
-TSAN_OPTIONS="exitcode=66 halt_on_error=1" "$build/tsan/session_scenario" "${single[@]}" >"$build/tsan.out" 2>"$build/tsan.err"
-rc=$?
-sed 's/^/tsan: /' "$build/tsan.out" >&2
-tail -n 40 "$build/tsan.err" >&2
-if [ $rc -ne 0 ]; then
-	unit=fail why="the scenarios under ThreadSanitizer (exit $rc): $(grep -m1 -E 'WARNING: ThreadSanitizer|^FAIL' "$build/tsan.out" "$build/tsan.err" | head -n 1)"
+# fails the cell.
+if ! tsan=$(lc_tsan_scenarios "$build/tsan/session_scenario" "$build"); then
+	unit=fail why=$tsan
 fi
 if [ $unit = ok ]; then echo "ok unit-tests"; else echo "FAIL unit-tests: $why"; fi
 

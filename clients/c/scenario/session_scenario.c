@@ -15,6 +15,7 @@
 
 #include "lc_session.h"
 #include "proc.h"
+#include "scenarios.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -817,14 +818,9 @@ static const struct {
     const char *id;
     bool (*fn)(void);
 } scenarios[] = {
-    {"s-acquire-release", s_acquire_release}, {"s-try-busy", s_try_busy},
-    {"s-wait-bound", s_wait_bound},           {"s-cancel", s_cancel},
-    {"s-stale-release", s_stale_release},     {"s-lease-expiry", s_lease_expiry},
-    {"s-kill-client", s_kill_client},         {"s-resume", s_resume},
-    {"s-leader-stop", s_leader_stop},         {"s-leader-kill", s_leader_kill},
-    {"s-tls-token", s_tls_token},             {"s-modes", s_modes},
-    {"s-note", s_note},                       {"s-big-token", s_big_token},
-    {"s-silent-server", s_silent_server},     {"s-fifo-mixed", s_fifo_mixed},
+#define LC_ENTRY(id, fn) {id, fn},
+    LC_SESSION_SCENARIOS(LC_ENTRY)
+#undef LC_ENTRY
 };
 
 int main(int argc, char **argv) {

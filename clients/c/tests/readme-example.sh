@@ -1,30 +1,26 @@
 #!/usr/bin/env bash
-# Runs the C client's examples (built in DIR) against the lcd at $LC_ADDR,
-# and checks that the README quotes the session example as it is: every
-# line of the README's first C block is a line of examples/session_example.c.
-#   tests/readme-example.sh DIR
+# Checks that a README quotes its example as it is (every line of its first
+# LANG block is a line of SOURCE), then runs the example BINARY against the
+# lcd at $LC_ADDR: it must exit 0 and say "holding orders/batch-7, token N".
+# The C and the C++ clients' session-conformance.sh run it.
+#   tests/readme-example.sh README LANG SOURCE BINARY
 set -uo pipefail
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-dir=$1
+readme=$1 lang=$2 source=$3 binary=$4
 status=0
-awk '/^```c$/ {n++; inside = n == 1; next} /^```$/ {inside = 0} inside' "$here/README.md" >"$dir/readme-block.c"
-[ -s "$dir/readme-block.c" ] || { echo "readme-example: no C block in the README" >&2; status=1; }
+block=$(awk -v fence="\`\`\`$lang" '$0 == fence {n++; inside = n == 1; next} /^```$/ {inside = 0} inside' "$readme")
+[ -n "$block" ] || { echo "readme-example: no $lang block in $readme" >&2; status=1; }
 while IFS= read -r line; do
 	[ -z "${line// /}" ] && continue
-	if ! grep -qxF -- "$line" "$here/examples/session_example.c"; then
-		echo "readme-example: the README's line is not in examples/session_example.c: $line" >&2
+	if ! grep -qxF -- "$line" "$source"; then
+		echo "readme-example: $readme quotes a line that is not in $source: $line" >&2
 		status=1
 	fi
-done <"$dir/readme-block.c"
-if ! out=$("$dir/session_example" "$LC_ADDR" 2>&1); then
-	echo "readme-example: session_example failed: $out" >&2
+done <<<"$block"
+if ! out=$("$binary" "$LC_ADDR" 2>&1); then
+	echo "readme-example: $binary failed: $out" >&2
 	status=1
 elif ! grep -q "^holding orders/batch-7, token [0-9]*$" <<<"$out"; then
-	echo "readme-example: session_example said: $out" >&2
-	status=1
-fi
-if ! out=$("$dir/example" "$LC_ADDR" 2>&1); then
-	echo "readme-example: example (v1) failed: $out" >&2
+	echo "readme-example: $binary said: $out" >&2
 	status=1
 fi
 exit $status
