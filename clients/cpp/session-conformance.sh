@@ -7,8 +7,8 @@
 #   - unit-tests: the C codec's unit tests and tests/test_session.cpp (the
 #     handles' types, the error family, a silent server, the standard lock
 #     types and the loss against the lcd at LC_ADDR) in both sanitizer
-#     builds, the README's example, and the scenarios that need no cluster
-#     under ThreadSanitizer;
+#     builds, the README's example and the v1 example against LC_ADDR, and
+#     the scenarios that need no cluster under ThreadSanitizer;
 #   - the 16 scenarios, in order, in the AddressSanitizer build.
 # Build and test output goes to stderr; stdout carries only the lines
 # "ok <id>" / "FAIL <id>: <reason>".
@@ -51,6 +51,8 @@ build_all() {
 		"$cxx" -std=c++20 -Wall -Wextra -Wpedantic -Werror -O1 -I"$here/include" -I"$lc_c_dir/include" \
 			"$here/examples/session_example.cpp" "$build/plain/liblockingcenter.a" $(cat "$build/plain/link.flags") \
 			-o "$build/plain/session_example" &&
+		"$cxx" -std=c++17 -Wall -Wextra -Wpedantic -Werror -O1 -I"$here/include" "$here/examples/example.cpp" \
+			-o "$build/plain/example" &&
 		"$cxx" -std=c++17 -Wall -Wextra -Wpedantic -Werror -fsyntax-only -I"$here/include" -I"$lc_c_dir/include" \
 			"$here/examples/session_example.cpp"
 	local p=$?
@@ -73,6 +75,7 @@ for v in asan tsan; do
 done
 bash "$lc_c_dir/tests/readme-example.sh" "$here/README.md" cpp "$here/examples/session_example.cpp" \
 	"$build/plain/session_example" >&2 || note "the README's example"
+"$build/plain/example" "$LC_ADDR" >"$build/example.log" 2>&1 || note "the v1 example: $(tail -n 1 "$build/example.log")"
 tsan=$(lc_tsan_scenarios "$build/tsan/session_scenario" "$build") || note "$tsan"
 if [ $unit = ok ]; then echo "ok unit-tests"; else echo "FAIL unit-tests: $why"; fi
 

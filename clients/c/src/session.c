@@ -659,7 +659,10 @@ static void reconcile(lc_session *s) {
         next = l->next;
         held_item *hi = listed(rp, l->token);
         if (hi != NULL) {
-            if (hi->leased) l->lease_end = rp->sent_at + hi->left - margin(hi->left);
+            if (hi->leased) {
+                l->lease_end = rp->sent_at + hi->left - margin(hi->left);
+                poke(s);
+            }
         } else if (!has_u64(rp->fresh, rp->n_fresh, l->token)) {
             end_lock(s, l, LC_ERR_LOCK_LOST);
         }
@@ -1068,8 +1071,23 @@ static int64_t timers(lc_session *s, int64_t now) {
     return next;
 }
 
-/* pump writes and reads c once; false when it dropped. */
+/* handle_buffered handles the whole answers already read (a handshake's
+ * read may bring frames after the WELCOME); false: drop the connection. */
+static bool handle_buffered(lc_session *s) {
+    for (;;) {
+        const lc_frame *f;
+        const char *why = NULL;
+        int got = next_answer(s, &f, &why);
+        if (got < 0) return false;
+        if (got == 0) return true;
+        if (!handle(s, f) || !s->connected) return false;
+    }
+}
+
+/* pump handles what is buffered, writes, and reads c once; false when it
+ * dropped. */
 static bool pump(lc_session *s, bool readable) {
+    if (!handle_buffered(s)) return false;
     if (s->out.n > 0) {
         long n = lc_conn_write(&s->c, s->out.b, s->out.n);
         if (n < 0) return false;
@@ -1082,14 +1100,7 @@ static bool pump(lc_session *s, bool readable) {
         if (n < 0) return false;
         if (n == 0) return true;
         s->heard = now_ms();
-        for (;;) {
-            const lc_frame *f;
-            const char *why = NULL;
-            int got = next_answer(s, &f, &why);
-            if (got < 0) return false;
-            if (got == 0) break;
-            if (!handle(s, f) || !s->connected) return false;
-        }
+        if (!handle_buffered(s)) return false;
         if (s->out.n > 0) return true; /* write what the frames queued first */
     }
 }
@@ -1140,11 +1151,12 @@ static void *io_main(void *arg) {
             if (s->connected) attempt = 0, hops = 0;
             continue;
         }
-        if (s->out.n > 0 && !pump(s, false)) {
+        if (!pump(s, false)) {
             failed_at(s, s->address);
             drop_conn(s);
             continue;
         }
+        if (s->n_cbs > 0) continue; /* the callbacks of what the frames ended, first */
         struct pollfd p[2] = {{.fd = s->c.fd, .events = (short)(POLLIN | (s->out.n > 0 ? POLLOUT : 0))},
                               {.fd = s->wake[0], .events = POLLIN}};
         int timeout = next - now > 0 ? (int)(next - now) : 0;

@@ -239,13 +239,47 @@ static void welcome(bytes *out) {
     lc_frame_begin(&b, LC_F_WELCOME, 1, &start);
     lc_put_u64(&b, LC_T_SESSION, 42);
     lc_put_bytes(&b, LC_T_SECRET, secret, sizeof secret);
-    lc_put_u32(&b, LC_T_TTL, 10000);
-    lc_put_u32(&b, LC_T_KEEPALIVE, 3334);
+    lc_put_u32(&b, LC_T_TTL, 180000); /* no ping, nor silence, within a test */
+    lc_put_u32(&b, LC_T_KEEPALIVE, 60000);
     lc_put_bytes(&b, LC_T_SERVER, "fake", 4);
     lc_frame_end(&b, start);
     memcpy(out->b, b.b, b.n);
     out->n = b.n;
     lc_buf_free(&b);
+}
+
+/* A frame that came in the same read as the WELCOME is handled at once, not
+ * when the next bytes arrive: here a GOODBYE that ends the session, so a
+ * DESCRIBE after the connect fails with the session's end rather than
+ * waiting out the read timeout for an answer the script never sends. */
+static bool test_frames_after_the_welcome(void) {
+    script sc = {0};
+    welcome(&sc.reply);
+    lc_buf b = {0};
+    size_t start;
+    lc_frame_begin(&b, LC_F_GOODBYE, 0, &start);
+    lc_put_u8(&b, LC_T_CODE, LC_C_SESSION_EXPIRED);
+    lc_put_bytes(&b, LC_T_MESSAGE, "expired", 7);
+    lc_frame_end(&b, start);
+    memcpy(sc.reply.b + sc.reply.n, b.b, b.n);
+    sc.reply.n += b.n;
+    lc_buf_free(&b);
+    script_start(&sc);
+    lc_session_options o;
+    lc_session_options_init(&o);
+    o.read_timeout_ms = 3000;
+    lc_session *s = NULL;
+    lc_status st = lc_session_connect(&s, sc.addr, &o);
+    lc_status described = LC_OK;
+    if (st == LC_OK) described = lc_describe(s, "k", 1, NULL, 0, NULL, NULL);
+    lc_status status = s != NULL ? lc_session_status(s) : LC_OK;
+    lc_session_close(s);
+    script_stop(&sc);
+    CHECK(st == LC_OK, "connect: %s", lc_strerror(st));
+    CHECK(described == LC_ERR_SESSION_EXPIRED && status == LC_ERR_SESSION_EXPIRED,
+          "describe after a GOODBYE read with the WELCOME: %s (session: %s)", lc_strerror(described),
+          lc_strerror(status));
+    return true;
 }
 
 static bool test_silent_server_times_out(void) {
@@ -331,6 +365,7 @@ int main(int argc, char **argv) {
         {"malformed_frames_are_protocol_errors", test_malformed_frames_are_protocol_errors},
         {"random_and_mutated_frames", test_random_and_mutated_frames},
         {"silent_server_times_out", test_silent_server_times_out},
+        {"frames_after_the_welcome", test_frames_after_the_welcome},
         {"follows_the_leader", test_follows_the_leader},
         {"every_node_not_leader", test_every_node_not_leader},
         {"v1_port_is_a_failure", test_v1_port_is_a_failure},
