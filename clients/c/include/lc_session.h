@@ -82,6 +82,8 @@ lc_status lc_session_connect(lc_session **out, const char *addresses, const lc_s
  * frees the session once its last lc_lock is freed. Locks still held end
  * with LC_ERR_LOCK_RELEASED (or the reason, when the server could not be
  * told). Waiting acquires return LC_ERR_SESSION_CLOSED. NULL is ignored.
+ * After it only the session's locks may be used (lc_lock_lost, lc_lock_free,
+ * ...), never s itself; calls still running on other threads return first.
  */
 lc_status lc_session_close(lc_session *s);
 

@@ -1389,7 +1389,9 @@ static lc_status await(lc_session *s, req *r, int64_t deadline, const lc_cancel 
 }
 
 /* submit sends r, or fails it when the session has ended. Called with
- * s->mu held; false: r was freed. */
+ * s->mu held; false: r was freed. A call that sent holds a reference to
+ * the session until it returns (finish), so that a close on another
+ * thread does not free it under the waiting call. */
 static bool submit(lc_session *s, req *r, lc_status *st) {
     if (s->err != LC_OK) {
         *st = s->err;
@@ -1397,8 +1399,15 @@ static bool submit(lc_session *s, req *r, lc_status *st) {
         req_free(r);
         return false;
     }
+    s->refs++;
     send_req(s, r);
     return true;
+}
+
+/* finish releases s->mu, and the reference of a call that sent. */
+static void finish(lc_session *s, bool sent) {
+    if (sent) unref(s);
+    else pthread_mutex_unlock(&s->mu);
 }
 
 static int64_t read_deadline(const lc_session *s) {
@@ -1409,11 +1418,12 @@ static int64_t read_deadline(const lc_session *s) {
 static lc_status call(lc_session *s, req *r) {
     lc_status st;
     pthread_mutex_lock(&s->mu);
-    if (submit(s, r, &st)) {
+    bool sent = submit(s, r, &st);
+    if (sent) {
         st = await(s, r, read_deadline(s), NULL, LC_ERR_READ_TIMEOUT);
         if (r->done) req_free(r);
     }
-    pthread_mutex_unlock(&s->mu);
+    finish(s, sent);
     return st;
 }
 
@@ -1501,14 +1511,15 @@ lc_status lc_acquire(lc_session *s, const void *key, size_t key_len, const lc_ac
     }
     lc_status st;
     pthread_mutex_lock(&s->mu);
-    if (submit(s, r, &st)) {
+    bool sent = submit(s, r, &st);
+    if (sent) {
         st = await(s, r, -1, o->cancel, LC_ERR_CANCELLED);
         if (r->done) {
             *out = r->lock;
             req_free(r);
         }
     }
-    pthread_mutex_unlock(&s->mu);
+    finish(s, sent);
     return st;
 }
 
@@ -1639,7 +1650,8 @@ lc_status lc_describe(lc_session *s, const void *key, size_t key_len, lc_holder 
     r->max_holders = max;
     lc_status st;
     pthread_mutex_lock(&s->mu);
-    if (submit(s, r, &st)) {
+    bool sent = submit(s, r, &st);
+    if (sent) {
         st = await(s, r, read_deadline(s), NULL, LC_ERR_READ_TIMEOUT);
         if (r->done) {
             if (n != NULL) *n = r->n_holders;
@@ -1647,6 +1659,6 @@ lc_status lc_describe(lc_session *s, const void *key, size_t key_len, lc_holder 
             req_free(r);
         }
     }
-    pthread_mutex_unlock(&s->mu);
+    finish(s, sent);
     return st;
 }

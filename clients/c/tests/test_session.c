@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 static json_value vectors;
@@ -178,6 +179,9 @@ typedef struct script {
     bytes reply; /* written after the first frame; nothing when empty */
     bool close_after;
     pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int acquires; /* ACQUIRE frames read after the first frame, guarded by mu */
 } script;
 
 static void *serve(void *arg) {
@@ -193,14 +197,44 @@ static void *serve(void *arg) {
         if (have >= 8 && have >= 8 + (size_t)(buf[4] << 24 | buf[5] << 16 | buf[6] << 8 | buf[7])) break;
     }
     if (sc->reply.n > 0 && write(fd, sc->reply.b, sc->reply.n) < 0) perror("write");
-    if (!sc->close_after)
-        while (read(fd, buf, sizeof buf) > 0) {
+    /* Then frames until the end, the ACQUIREs counted. */
+    size_t first = 8 + (size_t)(buf[4] << 24 | buf[5] << 16 | buf[6] << 8 | buf[7]);
+    memmove(buf, buf + first, have - first);
+    have -= first;
+    while (!sc->close_after) {
+        while (have >= 5 && have >= 4 + (size_t)(buf[0] << 24 | buf[1] << 16 | buf[2] << 8 | buf[3])) {
+            size_t n = 4 + (size_t)(buf[0] << 24 | buf[1] << 16 | buf[2] << 8 | buf[3]);
+            pthread_mutex_lock(&sc->mu);
+            sc->acquires += buf[4] == LC_F_ACQUIRE;
+            pthread_cond_broadcast(&sc->cond);
+            pthread_mutex_unlock(&sc->mu);
+            memmove(buf, buf + n, have - n);
+            have -= n;
         }
+        ssize_t n = read(fd, buf + have, sizeof buf - have);
+        if (n <= 0) break;
+        have += (size_t)n;
+    }
     close(fd);
     return NULL;
 }
 
+/* script_await_acquire waits up to 10 s for the script to read an ACQUIRE. */
+static bool script_await_acquire(script *sc) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 10;
+    pthread_mutex_lock(&sc->mu);
+    while (sc->acquires == 0 && pthread_cond_timedwait(&sc->cond, &sc->mu, &ts) == 0) {
+    }
+    bool got = sc->acquires > 0;
+    pthread_mutex_unlock(&sc->mu);
+    return got;
+}
+
 static void script_start(script *sc) {
+    pthread_mutex_init(&sc->mu, NULL);
+    pthread_cond_init(&sc->cond, NULL);
     sc->listener = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof sa;
@@ -279,6 +313,45 @@ static bool test_frames_after_the_welcome(void) {
     CHECK(described == LC_ERR_SESSION_EXPIRED && status == LC_ERR_SESSION_EXPIRED,
           "describe after a GOODBYE read with the WELCOME: %s (session: %s)", lc_strerror(described),
           lc_strerror(status));
+    return true;
+}
+
+typedef struct waiting {
+    lc_session *s;
+    lc_status st;
+} waiting;
+
+static void *acquire_in_thread(void *arg) {
+    waiting *w = arg;
+    lc_lock_t *l = NULL;
+    w->st = lc_acquire(w->s, "k", 1, NULL, &l);
+    lc_lock_free(l);
+    return NULL;
+}
+
+/* A close on one thread ends an acquire that waits on another, which
+ * returns LC_ERR_SESSION_CLOSED (and, in the sanitizer builds, touches no
+ * freed memory on its way out). */
+static bool test_close_ends_a_waiting_acquire(void) {
+    script sc = {0};
+    welcome(&sc.reply);
+    script_start(&sc);
+    lc_session_options o;
+    lc_session_options_init(&o);
+    o.read_timeout_ms = 200; /* the script answers neither the ACQUIRE nor the CLOSE */
+    waiting w = {.st = LC_OK};
+    lc_status st = lc_session_connect(&w.s, sc.addr, &o);
+    pthread_t t;
+    if (st == LC_OK) {
+        pthread_create(&t, NULL, acquire_in_thread, &w);
+        bool parked = script_await_acquire(&sc);
+        lc_session_close(w.s);
+        pthread_join(t, NULL);
+        CHECK(parked, "the ACQUIRE never reached the script");
+    }
+    script_stop(&sc);
+    CHECK(st == LC_OK, "connect: %s", lc_strerror(st));
+    CHECK(w.st == LC_ERR_SESSION_CLOSED, "the waiting acquire: %s, want session closed", lc_strerror(w.st));
     return true;
 }
 
@@ -366,6 +439,7 @@ int main(int argc, char **argv) {
         {"random_and_mutated_frames", test_random_and_mutated_frames},
         {"silent_server_times_out", test_silent_server_times_out},
         {"frames_after_the_welcome", test_frames_after_the_welcome},
+        {"close_ends_a_waiting_acquire", test_close_ends_a_waiting_acquire},
         {"follows_the_leader", test_follows_the_leader},
         {"every_node_not_leader", test_every_node_not_leader},
         {"v1_port_is_a_failure", test_v1_port_is_a_failure},
