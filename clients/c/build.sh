@@ -13,10 +13,12 @@
 
 lc_c_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # The scenarios of clients/conformance/SESSIONS.md, in order
-# (scenario/scenarios.h), and those that need no cluster.
+# (scenario/scenarios.h), and those a ThreadSanitizer build runs before the
+# scripts' own run: all but s-leader-kill, which kills a node of the one
+# cluster for good (s-leader-stop only stops the leader for 6 s).
 lc_scenarios=(s-acquire-release s-try-busy s-wait-bound s-cancel s-stale-release s-lease-expiry s-kill-client
 	s-resume s-leader-stop s-leader-kill s-tls-token s-modes s-note s-big-token s-silent-server s-fifo-mixed)
-lc_single_scenarios=("${lc_scenarios[@]:0:8}" "${lc_scenarios[@]:10}")
+lc_tsan_set=("${lc_scenarios[@]:0:9}" "${lc_scenarios[@]:10}")
 lc_cc=${CC:-gcc}
 
 # lc_openssl_flags prints the flags that enable OpenSSL, nothing without it.
@@ -104,12 +106,12 @@ lc_no_build() {
 	for id in "${lc_scenarios[@]}"; do echo "FAIL $id: the $1 client does not build"; done
 }
 
-# lc_tsan_scenarios BINARY DIR: runs the scenarios that need no cluster
-# with BINARY, a ThreadSanitizer build, its output on stderr (files in
-# DIR). On a report or a failure it prints why and returns 1.
+# lc_tsan_scenarios BINARY DIR: runs lc_tsan_set with BINARY, a
+# ThreadSanitizer build, its output on stderr (files in DIR). On a report
+# or a failure it prints why and returns 1.
 lc_tsan_scenarios() {
 	local bin=$1 dir=$2 rc
-	TSAN_OPTIONS="exitcode=66 halt_on_error=1" "$bin" "${lc_single_scenarios[@]}" >"$dir/tsan.out" 2>"$dir/tsan.err"
+	TSAN_OPTIONS="exitcode=66 halt_on_error=1" "$bin" "${lc_tsan_set[@]}" >"$dir/tsan.out" 2>"$dir/tsan.err"
 	rc=$?
 	sed 's/^/tsan: /' "$dir/tsan.out" >&2
 	tail -n 40 "$dir/tsan.err" >&2

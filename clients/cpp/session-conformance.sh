@@ -8,7 +8,7 @@
 #     handles' types, the error family, a silent server, the standard lock
 #     types and the loss against the lcd at LC_ADDR) in both sanitizer
 #     builds, the README's example and the v1 example against LC_ADDR, and
-#     the scenarios that need no cluster under ThreadSanitizer;
+#     every scenario but s-leader-kill under ThreadSanitizer;
 #   - the 16 scenarios, in order, in the AddressSanitizer build.
 # Build and test output goes to stderr; stdout carries only the lines
 # "ok <id>" / "FAIL <id>: <reason>".
