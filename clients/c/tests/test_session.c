@@ -392,14 +392,22 @@ static bool test_follows_the_leader(void) {
     return true;
 }
 
+/* refused_connect connects to a script that answers the HELLO with its
+ * reply and closes; the connect must fail. */
+static lc_status refused_connect(script *a) {
+    a->close_after = true;
+    script_start(a);
+    lc_session *s = NULL;
+    lc_status st = lc_session_connect(&s, a->addr, NULL);
+    script_stop(a);
+    if (st == LC_OK) lc_session_close(s);
+    return st;
+}
+
 static bool test_every_node_not_leader(void) {
     script a = {0};
     goodbye_not_leader(&a.reply, "");
-    a.close_after = true;
-    script_start(&a);
-    lc_session *s = NULL;
-    lc_status st = lc_session_connect(&s, a.addr, NULL);
-    script_stop(&a);
+    lc_status st = refused_connect(&a);
     CHECK(st == LC_ERR_NOT_LEADER, "a lone follower: %s", lc_strerror(st));
     return true;
 }
@@ -408,11 +416,7 @@ static bool test_v1_port_is_a_failure(void) {
     script a = {0};
     a.reply.b[0] = '-';
     a.reply.n = 1;
-    a.close_after = true;
-    script_start(&a);
-    lc_session *s = NULL;
-    lc_status st = lc_session_connect(&s, a.addr, NULL);
-    script_stop(&a);
+    lc_status st = refused_connect(&a);
     CHECK(st == LC_ERR_FAILED, "a v1 port: %s", lc_strerror(st));
     return true;
 }
