@@ -32,6 +32,22 @@ apt_install() {
 	command -v "$cmd" >/dev/null 2>&1 || { echo "setup: $cmd still missing after installing $*" >&2; return 1; }
 }
 
+# apt_install_header HEADER PACKAGE...: installs the packages unless
+# /usr/include/HEADER exists (a library's development files, which bring
+# no command).
+apt_install_header() {
+	local header=$1
+	shift
+	[ -e "/usr/include/$header" ] && return 0
+	echo "setup: installing $* for $header" >&2
+	if ! $apt_updated; then
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+		apt_updated=true
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >&2 ||
+		echo "setup: $* not installed: what needs $header builds without it" >&2
+}
+
 # zig_binary prints the zig binary installed under $LC_TOOLS/zig, if any.
 zig_binary() {
 	[ -d "$LC_TOOLS/zig/node_modules" ] || return 0
@@ -65,8 +81,8 @@ for lang in "${langs[@]}"; do
 	rust) apt_install cargo cargo rustc ;;
 	java) apt_install javac default-jdk-headless ;;
 	csharp) apt_install mcs mono-mcs && apt_install mono mono-runtime ;;
-	c) apt_install gcc gcc libc6-dev ;;
-	cpp) apt_install g++ g++ ;;
+	c) apt_install gcc gcc libc6-dev && apt_install_header openssl/ssl.h libssl-dev ;;
+	cpp) apt_install g++ g++ && apt_install_header openssl/ssl.h libssl-dev ;;
 	zig) install_zig ;;
 	*) echo "setup: unknown language $lang" >&2; exit 2 ;;
 	esac

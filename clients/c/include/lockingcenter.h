@@ -46,9 +46,14 @@ extern "C" {
 /* Read timeout a client starts with, in milliseconds. */
 #define LC_DEFAULT_READ_TIMEOUT_MS 10000
 
-/* Results of the library. Every value other than LC_OK is a failure. */
+/*
+ * Results of the library. LC_OK and LC_BUSY (a session's try that found
+ * the key held) are not failures; every negative value is. The codes from
+ * LC_ERR_STALE_TOKEN on belong to the session client (lc_session.h).
+ */
 typedef enum lc_status {
     LC_OK = 0,
+    LC_BUSY = 1,                 /* a try found the key held, or in its lock-delay */
     LC_ERR_INVALID_KEY = -1,     /* key empty or longer than 127 bytes; nothing sent */
     LC_ERR_INVALID_SOURCE = -2,  /* source longer than 127 bytes; nothing sent */
     LC_ERR_INVALID_ADDRESS = -3, /* address is not "host:port" */
@@ -62,7 +67,30 @@ typedef enum lc_status {
     LC_ERR_CANCELLED = -11,      /* the lc_cancel was fired; the request is withdrawn */
     LC_ERR_TIMEOUT = -12,        /* the deadline passed; the request is withdrawn */
     LC_ERR_SYSTEM = -13,         /* a system resource (socket, pipe) was unavailable; see errno */
-    LC_ERR_READ_TIMEOUT = -14    /* no answer within read_timeout_ms; whether the server applied it is unknown */
+    LC_ERR_READ_TIMEOUT = -14,   /* no answer within read_timeout_ms; whether the server applied it is unknown */
+    LC_ERR_STALE_TOKEN = -15,    /* the token is not a holder of that key now: nothing changed */
+    LC_ERR_LOCK_LOST = -16,      /* the lock ended without a release, for no reason more exact */
+    LC_ERR_LEASE_EXPIRED = -17,  /* the lock's own lease ran out */
+    LC_ERR_SESSION_EXPIRED = -18,/* the session's TTL passed without a frame heard; it is over */
+    LC_ERR_RESET = -19,          /* a reset took the key or withdrew the request */
+    LC_ERR_SESSION_CLOSED = -20, /* lc_session_close was called */
+    LC_ERR_LOCK_RELEASED = -21,  /* the lock was released (lc_lock_release, or the session's close) */
+    LC_ERR_LOCK_ORPHANED = -22,  /* lc_lock_orphan was called; the server still holds the key */
+    LC_ERR_NOT_LEADER = -23,     /* no address given leads the cluster */
+    LC_ERR_UNAUTHENTICATED = -24,/* the server wants a valid token */
+    LC_ERR_FORBIDDEN = -25,      /* the token may not use that key */
+    LC_ERR_RATE_LIMITED = -26,   /* the source sent more requests than the server allows */
+    LC_ERR_OVER_LIMIT = -27,     /* the source holds, or has waiting, as many as the server allows */
+    LC_ERR_DEADLOCK = -28,       /* the acquire would wait for itself */
+    LC_ERR_LIMIT_MISMATCH = -29, /* the acquire's limit is not the key's */
+    LC_ERR_UPGRADE = -30,        /* a shared holder asked for the key exclusively */
+    LC_ERR_BAD_REQUEST = -31,    /* the server found a field missing or out of range */
+    LC_ERR_UNSUPPORTED = -32,    /* the server does not know a field the request carried */
+    LC_ERR_NOT_DURABLE = -33,    /* the server could not write the change to its log */
+    LC_ERR_DUPLICATE = -34,      /* the request id was not above what the server applied */
+    LC_ERR_ANSWER_LOST = -35,    /* the answer went with a dropped connection; the outcome is unknown */
+    LC_ERR_TLS = -36,            /* the TLS handshake or a certificate failed */
+    LC_ERR_NO_TLS = -37          /* TLS asked for, and the library was built without OpenSSL */
 } lc_status;
 
 /* Action bytes of the mutex port. */

@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "lockingcenter.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -171,6 +172,10 @@ static lc_status dial(const lc_client *c, const lc_cancel *cancel, int64_t deadl
     errno = saved;
     return st;
 }
+
+int64_t lc__now_ms(void) { return now_ms(); }
+
+lc_status lc__dial(const lc_client *c, int64_t deadline, int *out) { return dial(c, NULL, deadline, out); }
 
 static lc_status give_up(enum wait_result w) {
     switch (w) {
@@ -456,6 +461,54 @@ const char *lc_strerror(lc_status status) {
         return "system resource unavailable";
     case LC_ERR_READ_TIMEOUT:
         return "no answer within the read timeout";
+    case LC_BUSY:
+        return "busy: the key is held";
+    case LC_ERR_STALE_TOKEN:
+        return "stale token: the lock is not held by it";
+    case LC_ERR_LOCK_LOST:
+        return "lock lost";
+    case LC_ERR_LEASE_EXPIRED:
+        return "lease expired";
+    case LC_ERR_SESSION_EXPIRED:
+        return "session expired";
+    case LC_ERR_RESET:
+        return "taken by a reset";
+    case LC_ERR_SESSION_CLOSED:
+        return "session closed";
+    case LC_ERR_LOCK_RELEASED:
+        return "lock released";
+    case LC_ERR_LOCK_ORPHANED:
+        return "lock orphaned";
+    case LC_ERR_NOT_LEADER:
+        return "no address leads the cluster";
+    case LC_ERR_UNAUTHENTICATED:
+        return "unauthenticated: no valid token";
+    case LC_ERR_FORBIDDEN:
+        return "forbidden: the token may not use that key";
+    case LC_ERR_RATE_LIMITED:
+        return "rate limited";
+    case LC_ERR_OVER_LIMIT:
+        return "over the server's limit";
+    case LC_ERR_DEADLOCK:
+        return "deadlock: the acquire would wait for itself";
+    case LC_ERR_LIMIT_MISMATCH:
+        return "limit mismatch: the key is a semaphore of another limit";
+    case LC_ERR_UPGRADE:
+        return "upgrade refused: release the shared lock first";
+    case LC_ERR_BAD_REQUEST:
+        return "bad request";
+    case LC_ERR_UNSUPPORTED:
+        return "unsupported by the server";
+    case LC_ERR_NOT_DURABLE:
+        return "not durable: the server could not write its log";
+    case LC_ERR_DUPLICATE:
+        return "duplicate request id";
+    case LC_ERR_ANSWER_LOST:
+        return "the answer was lost with the connection";
+    case LC_ERR_TLS:
+        return "TLS handshake or certificate failed";
+    case LC_ERR_NO_TLS:
+        return "built without TLS (OpenSSL)";
     }
     return "unknown status";
 }

@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "lockingcenter.h"
+#include "check.h"
 #include "json.h"
 
 #include <arpa/inet.h>
@@ -22,19 +23,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-static int passed, failed;
-static const char *current;
-
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            printf("FAIL %s (%s:%d): ", current, __FILE__, __LINE__);      \
-            printf(__VA_ARGS__);                                           \
-            printf("\n");                                                  \
-            return false;                                                  \
-        }                                                                  \
-    } while (0)
-
 /* ---- vectors ---------------------------------------------------------- */
 
 static json_value vectors;
@@ -48,14 +36,7 @@ typedef struct bytes {
 static bool hex_field(const json_value *v, const char *name, bytes *out) {
     out->n = 0;
     const json_value *s = json_get(v, name);
-    if (s == NULL) return true;
-    if (s->type != JSON_STRING || s->len % 2 != 0 || s->len / 2 > sizeof out->b) return false;
-    for (size_t i = 0; i < s->len; i += 2) {
-        unsigned hi, lo;
-        if (sscanf(s->string + i, "%1x%1x", &hi, &lo) != 2) return false;
-        out->b[out->n++] = (unsigned char)(hi << 4 | lo);
-    }
-    return true;
+    return s == NULL || unhex(s, out->b, sizeof out->b, &out->n);
 }
 
 static const json_value *list(const char *name) {
@@ -75,27 +56,7 @@ static const char *string_field(const json_value *v, const char *name) {
     return s != NULL && s->type == JSON_STRING ? s->string : "";
 }
 
-static bool load_vectors(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        printf("FAIL load: cannot open %s\n", path);
-        return false;
-    }
-    static char text[1 << 20];
-    size_t n = fread(text, 1, sizeof text, f);
-    bool whole = feof(f);
-    fclose(f);
-    if (!whole) {
-        printf("FAIL load: %s is larger than %zu bytes\n", path, sizeof text);
-        return false;
-    }
-    const char *err = json_parse(text, n, &vectors);
-    if (err != NULL) {
-        printf("FAIL load: %s: %s\n", path, err);
-        return false;
-    }
-    return true;
-}
+static bool load_vectors(const char *path) { return load_json(path, &vectors); }
 
 /* ---- a scripted server ------------------------------------------------- */
 
@@ -626,10 +587,7 @@ int main(int argc, char **argv) {
         printf("0 passed, 1 failed\n");
         return 1;
     }
-    struct {
-        const char *name;
-        bool (*fn)(void);
-    } tests[] = {
+    static const test tests[] = {
         {"encoder_matches_vectors", test_encoder_matches_vectors},
         {"answers_match_vectors", test_answers_match_vectors},
         {"client_sends_vector_bytes", test_client_sends_vector_bytes},
@@ -646,16 +604,7 @@ int main(int argc, char **argv) {
         {"refused_connection_is_a_failure", test_refused_connection_is_a_failure},
         {"addresses", test_addresses},
     };
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        current = tests[i].name;
-        if (tests[i].fn()) {
-            passed++;
-            printf("ok   %s\n", current);
-        } else {
-            failed++;
-        }
-    }
+    int status = run_tests(tests, sizeof tests / sizeof tests[0]);
     json_free(&vectors);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed == 0 ? 0 : 1;
+    return status;
 }
