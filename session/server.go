@@ -103,8 +103,11 @@ type Config struct {
 	// Pollers is how many pollers hold the parked connections, each an
 	// epoll set with a goroutine of its own; a connection is given to one
 	// of them, in turn, for its life. Zero means one, or with EventLoop
-	// one per processor the Go runtime uses (GOMAXPROCS), so that the
-	// event loop serves busy connections on every core.
+	// one for every two processors the Go runtime uses (GOMAXPROCS), at
+	// least one: each poller's table work takes the node's lock, and on
+	// 2 cores one poller served 16 and 64 busy sessions at 0.80 to 0.95
+	// of the CPU per cycle of two, and as many cycles (docs/benchmarks.md,
+	// "The event loop").
 	Pollers int
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
@@ -178,7 +181,7 @@ func NewServer(n *mutex.Node, cfg Config) (*Server, error) {
 		if count <= 0 {
 			count = 1
 			if s.loop {
-				count = runtime.GOMAXPROCS(0)
+				count = max(runtime.GOMAXPROCS(0)/2, 1)
 			}
 		}
 		for range count {
