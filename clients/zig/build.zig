@@ -24,13 +24,45 @@ pub fn build(b: *std.Build) void {
     const run_tests = b.addRunArtifact(tests);
     b.step("test", "Run the unit tests").dependOn(&run_tests.step);
 
+    // zig build session-test: the session client's unit tests (the session
+    // vectors, the fuzzed decoder, a scripted server).
+    options.addOption([]const u8, "session_vectors_path", b.pathFromRoot("../testdata/session-vectors.json"));
+    const session_tests = b.addTest(.{
+        .root_source_file = b.path("src/session_tests.zig"),
+        .target = target,
+        .optimize = optimize,
+    });
+    session_tests.root_module.addImport("lockingcenter", lockingcenter);
+    session_tests.root_module.addOptions("build_options", options);
+    const run_session_tests = b.addRunArtifact(session_tests);
+    b.step("session-test", "Run the session client's unit tests").dependOn(&run_session_tests.step);
+
     // zig build example -- host:port
     const example = addProgram(b, "example", "examples/example.zig", lockingcenter, target, optimize);
     b.step("example", "Run the example").dependOn(&example.step);
 
+    // zig build session-example -- host:port
+    const session_example = addProgram(b, "session-example", "examples/session.zig", lockingcenter, target, optimize);
+    b.step("session-example", "Run the session example").dependOn(&session_example.step);
+
     // zig build scenario: the live conformance scenario (needs LC_* in the environment).
     const scenario = addProgram(b, "scenario", "scenario/scenario.zig", lockingcenter, target, optimize);
     b.step("scenario", "Run the live conformance scenario").dependOn(&scenario.step);
+
+    // zig build session-bench -- host:port [workers [seconds]] (bench/session-bench.sh)
+    const bench = addProgram(b, "session-bench", "bench/session_bench.zig", lockingcenter, target, optimize);
+    b.step("session-bench", "Run the session benchmark").dependOn(&bench.step);
+
+    // zig build session-scenario: the session scenarios (clients/conformance/SESSIONS.md).
+    const session_scenario = addProgram(b, "session-scenario", "scenario/session_scenario.zig", lockingcenter, target, optimize);
+    b.step("session-scenario", "Run the session scenarios").dependOn(&session_scenario.step);
+
+    // zig build session-programs: installs only what session-conformance.sh
+    // runs (each program is a compilation of its own, minutes on a busy machine).
+    const programs = b.step("session-programs", "Install the session scenarios and the examples");
+    for ([_]*std.Build.Step.Run{ example, session_example, session_scenario }) |run| {
+        programs.dependOn(&b.addInstallArtifact(run.producer.?, .{}).step);
+    }
 }
 
 /// Adds an installed program that imports the client, and returns the step

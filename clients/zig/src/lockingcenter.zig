@@ -467,3 +467,22 @@ fn receive(sock: posix.socket_t, cancel_fd: posix.fd_t, deadline: Deadline) Erro
         return answer[0];
     }
 }
+
+// ---- the session protocol (v2) ---------------------------------------------
+
+const session = @import("session.zig");
+
+/// A session: one connection, kept open, that carries every lock it takes
+/// (see session.zig).
+pub const Session = session.Session;
+pub const Lock = session.Lock;
+pub const SessionOptions = session.Options;
+pub const AcquireOptions = session.AcquireOptions;
+pub const TlsOptions = session.TlsOptions;
+pub const Cancel = session.Cancel;
+pub const Diagnostics = session.Diagnostics;
+pub const LostReason = session.LostReason;
+pub const SessionError = session.Error;
+
+/// The session protocol's codec, for tests and tools.
+pub const frame = @import("frame.zig");

@@ -1,0 +1,262 @@
+//! Unit tests of the session client's codec: every frame of
+//! clients/testdata/session-vectors.json encoded and decoded byte for byte,
+//! read back split at every point, long answers joined; random and mutated
+//! bytes give error.Protocol (or an incomplete frame), never anything else.
+
+const std = @import("std");
+const lc = @import("lockingcenter");
+const build_options = @import("build_options");
+const wire = lc.frame;
+
+const testing = std.testing;
+const Value = std.json.Value;
+
+fn loadVectors(allocator: std.mem.Allocator) !std.json.Parsed(Value) {
+    const path = std.process.getEnvVarOwned(allocator, "LC_SESSION_VECTORS") catch
+        try allocator.dupe(u8, build_options.session_vectors_path);
+    defer allocator.free(path);
+    const content = try std.fs.cwd().readFileAlloc(allocator, path, 1 << 22);
+    defer allocator.free(content);
+    return std.json.parseFromSlice(Value, allocator, content, .{});
+}
+
+fn hex(allocator: std.mem.Allocator, s: []const u8) ![]u8 {
+    const out = try allocator.alloc(u8, s.len / 2);
+    _ = try std.fmt.hexToBytes(out, s);
+    return out;
+}
+
+fn frames(root: Value) []const Value {
+    return root.object.get("frames").?.array.items;
+}
+
+/// A byte source that hands out its bytes in pieces of at most step.
+const Pieces = struct {
+    bytes: []const u8,
+    step: usize,
+    at: *usize,
+
+    pub fn read(p: Pieces, buf: []u8) !usize {
+        const n = @min(@min(p.step, buf.len), p.bytes.len - p.at.*);
+        @memcpy(buf[0..n], p.bytes[p.at.*..][0..n]);
+        p.at.* += n;
+        return n;
+    }
+};
+
+test "every vector frame encodes to its bytes" {
+    const a = testing.allocator;
+    const parsed = try loadVectors(a);
+    defer parsed.deinit();
+    try testing.expect(frames(parsed.value).len > 30);
+    for (frames(parsed.value)) |v| {
+        var out = std.ArrayList(u8).init(a);
+        defer out.deinit();
+        const e = try wire.Encoder.begin(&out, @intCast(v.object.get("type").?.integer), @intCast(v.object.get("id").?.integer));
+        for (v.object.get("fields").?.array.items) |f| {
+            const value = try hex(a, f.object.get("value_hex").?.string);
+            defer a.free(value);
+            try e.bytes(@intCast(f.object.get("tag").?.integer), value);
+        }
+        e.finish();
+        const want = try hex(a, v.object.get("frame_hex").?.string);
+        defer a.free(want);
+        testing.expectEqualSlices(u8, want, out.items) catch |err| {
+            std.debug.print("frame {s}\n", .{v.object.get("name").?.string});
+            return err;
+        };
+    }
+}
+
+test "every vector frame decodes to its fields, whole and split at every point" {
+    const a = testing.allocator;
+    const parsed = try loadVectors(a);
+    defer parsed.deinit();
+    for (frames(parsed.value)) |v| {
+        const bytes = try hex(a, v.object.get("frame_hex").?.string);
+        defer a.free(bytes);
+        const want = v.object.get("fields").?.array.items;
+        for (1..bytes.len + 1) |step| {
+            var at: usize = 0;
+            var r = wire.Reader(Pieces).init(a, .{ .bytes = bytes, .step = step, .at = &at });
+            defer r.deinit();
+            const f = try r.next();
+            try testing.expectEqual(@as(u8, @intCast(v.object.get("type").?.integer)), f.typ);
+            try testing.expectEqual(@as(u64, @intCast(v.object.get("id").?.integer)), f.id);
+            try testing.expectEqual(want.len, f.fields.len);
+            for (want, f.fields) |w, got| {
+                try testing.expectEqual(@as(u8, @intCast(w.object.get("tag").?.integer)), got.tag);
+                const value = try hex(a, w.object.get("value_hex").?.string);
+                defer a.free(value);
+                try testing.expectEqualSlices(u8, value, got.value);
+                if (got.tag == wire.Tag.held or got.tag == wire.Tag.parked or got.tag == wire.Tag.holder) {
+                    const item = try wire.Item.parse(got.value);
+                    try testing.expect(item.frame().get(wire.Tag.key) != null or got.tag == wire.Tag.holder);
+                }
+            }
+            try testing.expectError(error.EndOfStream, r.next());
+        }
+    }
+}
+
+test "the vector file's codes and tags are this client's" {
+    const a = testing.allocator;
+    const parsed = try loadVectors(a);
+    defer parsed.deinit();
+    const tags = parsed.value.object.get("tags").?.object;
+    try testing.expectEqual(@as(i64, wire.Tag.key), tags.get("key").?.integer);
+    try testing.expectEqual(@as(i64, wire.Tag.note), tags.get("note").?.integer);
+    try testing.expectEqual(@as(i64, wire.Tag.holder), tags.get("holder").?.integer);
+    var it = tags.iterator();
+    while (it.next()) |e| {
+        inline for (@typeInfo(wire.Tag).@"struct".decls) |d| {
+            if (std.mem.eql(u8, d.name, e.key_ptr.*)) try testing.expectEqual(@as(i64, @field(wire.Tag, d.name)), e.value_ptr.integer);
+        }
+    }
+    var cit = parsed.value.object.get("codes").?.object.iterator();
+    var known: usize = 0;
+    while (cit.next()) |e| {
+        inline for (@typeInfo(wire.Code).@"struct".decls) |d| {
+            if (std.mem.eql(u8, d.name, e.key_ptr.*)) {
+                try testing.expectEqual(@as(i64, @field(wire.Code, d.name)), e.value_ptr.integer);
+                known += 1;
+            }
+        }
+    }
+    try testing.expectEqual(parsed.value.object.get("codes").?.object.count(), known);
+    var tit = parsed.value.object.get("types").?.object.iterator();
+    while (tit.next()) |e| {
+        inline for (@typeInfo(wire.Type).@"struct".decls) |d| {
+            if (std.mem.eql(u8, d.name, e.key_ptr.*)) try testing.expectEqual(@as(i64, @field(wire.Type, d.name)), e.value_ptr.integer);
+        }
+    }
+}
+
+/// The vectors named, concatenated.
+fn concat(a: std.mem.Allocator, root: Value, names: []const []const u8) ![]u8 {
+    var out = std.ArrayList(u8).init(a);
+    for (names) |n| {
+        for (frames(root)) |v| {
+            if (!std.mem.eql(u8, v.object.get("name").?.string, n)) continue;
+            const b = try hex(a, v.object.get("frame_hex").?.string);
+            defer a.free(b);
+            try out.appendSlice(b);
+            break;
+        } else return error.TestUnexpectedResult;
+    }
+    return out.toOwnedSlice();
+}
+
+test "a long answer is joined from its MORE frames" {
+    const a = testing.allocator;
+    const parsed = try loadVectors(a);
+    defer parsed.deinit();
+    const bytes = try concat(a, parsed.value, &.{
+        "welcome of a resume, the first of three frames",
+        "more of a welcome, another to come",
+        "more of a welcome, the last",
+        "info, the first of two frames",
+        "more of an info, the last",
+    });
+    defer a.free(bytes);
+    var at: usize = 0;
+    var r = wire.Reader(Pieces).init(a, .{ .bytes = bytes, .step = 7, .at = &at });
+    defer r.deinit();
+    const w = try r.answer();
+    try testing.expectEqual(wire.Type.welcome, w.typ);
+    var held: usize = 0;
+    var parked: usize = 0;
+    for (w.fields) |f| {
+        try testing.expect(f.tag != wire.Tag.more);
+        if (f.tag == wire.Tag.held) held += 1;
+        if (f.tag == wire.Tag.parked) parked += 1;
+    }
+    try testing.expectEqual(@as(usize, 2), held);
+    try testing.expect(parked >= 2);
+    const info = try r.answer();
+    try testing.expectEqual(wire.Type.info, info.typ);
+    var holders: usize = 0;
+    for (info.fields) |f| if (f.tag == wire.Tag.holder) {
+        holders += 1;
+    };
+    try testing.expect(holders >= 2);
+}
+
+test "a MORE that continues no answer, or another frame inside one, is a protocol error" {
+    const a = testing.allocator;
+    const parsed = try loadVectors(a);
+    defer parsed.deinit();
+    const cases = [_][]const []const u8{
+        &.{"more of a welcome, the last"},
+        &.{ "welcome of a resume, the first of three frames", "granted" },
+        &.{ "info, the first of two frames", "more of a welcome, another to come", "more of a welcome, the last" },
+    };
+    for (cases) |names| {
+        const bytes = try concat(a, parsed.value, names);
+        defer a.free(bytes);
+        var at: usize = 0;
+        var r = wire.Reader(Pieces).init(a, .{ .bytes = bytes, .step = bytes.len, .at = &at });
+        defer r.deinit();
+        var got: anyerror!void = {};
+        while (true) {
+            _ = r.answer() catch |e| {
+                got = e;
+                break;
+            };
+        }
+        try testing.expectError(error.Protocol, got);
+    }
+}
+
+/// Reads everything of bytes as frames and their list items; only the
+/// protocol error, or the end of the bytes, may stop it.
+fn readAll(a: std.mem.Allocator, bytes: []const u8) !void {
+    var at: usize = 0;
+    var r = wire.Reader(Pieces).init(a, .{ .bytes = bytes, .step = 1 + bytes.len % 5, .at = &at });
+    defer r.deinit();
+    while (true) {
+        const f = r.answer() catch |e| switch (e) {
+            error.Protocol, error.EndOfStream => return,
+            else => return e,
+        };
+        for (f.fields) |fl| {
+            _ = fl.uint();
+            if (fl.tag == wire.Tag.held or fl.tag == wire.Tag.parked or fl.tag == wire.Tag.holder) {
+                _ = wire.Item.parse(fl.value) catch |e| switch (e) {
+                    error.Protocol => {},
+                };
+            }
+        }
+    }
+}
+
+test "random and mutated frames give only the protocol error" {
+    const a = testing.allocator;
+    const parsed = try loadVectors(a);
+    defer parsed.deinit();
+    var prng = std.Random.DefaultPrng.init(0x5e55_10);
+    const rand = prng.random();
+    for (frames(parsed.value)) |v| {
+        const bytes = try hex(a, v.object.get("frame_hex").?.string);
+        defer a.free(bytes);
+        // Every byte flipped, every cut.
+        for (0..bytes.len) |i| {
+            const m = try a.dupe(u8, bytes);
+            defer a.free(m);
+            m[i] ^= @as(u8, 1) << @intCast(rand.uintLessThan(u8, 8));
+            try readAll(a, m);
+            m[i] = rand.int(u8);
+            try readAll(a, m);
+            try readAll(a, bytes[0..i]);
+        }
+    }
+    var buf: [512]u8 = undefined;
+    for (0..20_000) |_| {
+        const n = rand.uintLessThan(usize, buf.len);
+        rand.bytes(buf[0..n]);
+        // A plausible length now and then, so that fields get parsed.
+        if (n >= 4 and rand.boolean()) std.mem.writeInt(u32, buf[0..4], @intCast(rand.uintLessThan(usize, n)), .big);
+        try readAll(a, buf[0..n]);
+        _ = wire.Item.parse(buf[0..n]) catch {};
+    }
+}
