@@ -52,6 +52,7 @@ pub fn build(b: *std.Build) void {
     // zig build session-bench -- host:port [workers [seconds]] (bench/session-bench.sh)
     const bench = addProgram(b, "session-bench", "bench/session_bench.zig", lockingcenter, target, optimize);
     b.step("session-bench", "Run the session benchmark").dependOn(&bench.step);
+    b.step("session-bench-install", "Install the session benchmark only").dependOn(&b.addInstallArtifact(bench.producer.?, .{}).step);
 
     // zig build session-scenario: the session scenarios (clients/conformance/SESSIONS.md).
     const session_scenario = addProgram(b, "session-scenario", "scenario/session_scenario.zig", lockingcenter, target, optimize);

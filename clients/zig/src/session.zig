@@ -586,12 +586,11 @@ pub const Session = struct {
         var last: Error = error.ConnectionRefused;
         var attempts: usize = 0;
         var hops: usize = 0;
-        const bound: u64 = @as(u64, options.connect_timeout_ms) + options.read_timeout_ms;
         while (attempts < s.addrs.len) {
             if (s.leader != null and hops >= s.addrs.len) s.leader = null;
             if (s.leader != null) hops += 1 else attempts += 1;
             const target = s.nextTarget();
-            const conn = s.handshake(target, hello.items, bound * ns_per_ms, options.diagnostics) catch |e| {
+            const conn = s.handshake(target, hello.items, @as(u64, options.connect_timeout_ms) * ns_per_ms, @as(u64, options.read_timeout_ms) * ns_per_ms, options.diagnostics) catch |e| {
                 last = e;
                 if (!retryable(e)) return e;
                 continue;
@@ -1120,12 +1119,11 @@ pub const Session = struct {
         };
     }
 
-    /// Dials target, writes first (the preface and the first frames), and
-    /// reads the answer within bound. Returns the connection with its
+    /// Dials target within connect_bound, writes first (the preface and
+    /// the first frames), and reads the answer within answer_bound from
+    /// then (the TLS handshake included). Returns the connection with its
     /// WELCOME ready to be read again (reader.answer), or the refusal.
-    fn handshake(s: *Session, target: Addr, first: []const u8, bound: u64, diagnostics: ?*Diagnostics) Error!*Conn {
-        const start = now();
-        const connect_bound = @min(bound, @as(u64, s.connect_timeout_ms) * ns_per_ms);
+    fn handshake(s: *Session, target: Addr, first: []const u8, connect_bound: u64, answer_bound: u64, diagnostics: ?*Diagnostics) Error!*Conn {
         const sock = try dialTcp(s.allocator, target.slice(), connect_bound);
         const c = s.allocator.create(Conn) catch {
             posix.close(sock);
@@ -1134,9 +1132,8 @@ pub const Session = struct {
         c.* = .{ .session = s, .sock = sock, .addr = target };
         c.reader = wire.Reader(Conn.Source).init(s.allocator, .{ .c = c });
         errdefer c.destroy();
-        const left = bound -| (now() - start);
-        setTimeout(sock, posix.SO.RCVTIMEO, @max(left, ns_per_ms));
-        setTimeout(sock, posix.SO.SNDTIMEO, @max(left, ns_per_ms));
+        setTimeout(sock, posix.SO.RCVTIMEO, @max(answer_bound, ns_per_ms));
+        setTimeout(sock, posix.SO.SNDTIMEO, @max(answer_bound, ns_per_ms));
         if (s.tls) |t| {
             const tc = try s.allocator.create(std.crypto.tls.Client);
             const host = t.server_name orelse (splitHostPort(target.slice()) catch unreachable).host;
@@ -1395,7 +1392,7 @@ pub const Session = struct {
         const bound = silence(s.keepalive_ns);
         s.mu.unlock();
         const sent_at = now();
-        const c = s.handshake(target, b.items, bound, null) catch |e| {
+        const c = s.handshake(target, b.items, @min(bound, @as(u64, s.connect_timeout_ms) * ns_per_ms), bound, null) catch |e| {
             s.mu.lock();
             defer s.mu.unlock();
             switch (e) {
