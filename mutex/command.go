@@ -18,6 +18,7 @@ const (
 	// session; with Session 0 and Token 0, the v1 holder of Key, whoever
 	// it is (a key held by a session is refused with StatusNotOwned), as
 	// long as its grant is older than Before (StatusStale otherwise).
+	// With Lapse, a session's lock ends as its lease running out would.
 	OpRelease
 	// OpRenew extends the lease of the lock Token of Key held by Session,
 	// by Lease or, when zero, by the lease its acquire asked for.
@@ -146,6 +147,12 @@ type Command struct {
 	// without a journal passes its clock in Unix nanoseconds at a restart;
 	// a replicated log can pass its entry's position.
 	Floor uint64
+
+	// Lapse marks a session's release of a lock that its client gave up
+	// at its own end of the lease: the lock ends as its lease running out
+	// would (ReasonLapsed: the key's lock-delay starts, whatever the
+	// reentrancy count), not as a release.
+	Lapse bool
 
 	Try   bool          // acquire: never park; busy if the key cannot be had now
 	Wait  time.Duration // acquire: the longest it may stay parked; 0 for ever
@@ -283,6 +290,7 @@ const (
 	ReasonLeaseExpired          // the lock's lease ran out
 	ReasonRevoked               // the grant was undone (not delivered, not durable)
 	ReasonRestart               // the server restarted and the request's connection is gone
+	ReasonLapsed                // its holder gave it up at the end of its lease by the client's clock
 )
 
 var reasonNames = [...]string{
@@ -296,6 +304,7 @@ var reasonNames = [...]string{
 	ReasonLeaseExpired:   "lease expired",
 	ReasonRevoked:        "revoked",
 	ReasonRestart:        "restart",
+	ReasonLapsed:         "lapsed",
 }
 
 // String names the reason.
@@ -369,7 +378,8 @@ type Event struct {
 // Action names the event as the event streams (Server-Sent Events, the
 // session protocol's watch) do: acquired, released, expired, reset,
 // withdrawn, deadlock, or "" for an event they do not carry (a session's
-// end). A lock lost to its lease or its session's expiry is expired; one
+// end). A lock lost to its lease (by the server's clock or, lapsed, by its
+// client's) or to its session's expiry is expired; one
 // undone because its grant could not be delivered or made durable is
 // released.
 func (ev *Event) Action() string {
@@ -380,7 +390,7 @@ func (ev *Event) Action() string {
 		return "released"
 	case EventLost:
 		switch ev.Reason {
-		case ReasonLeaseExpired, ReasonSessionExpired:
+		case ReasonLeaseExpired, ReasonSessionExpired, ReasonLapsed:
 			return "expired"
 		case ReasonReset:
 			return "reset"

@@ -649,6 +649,10 @@ func (t *Table) release(c *Command) Result {
 	if h == nil || h.s == nil || h.s.sess != s {
 		return Result{Status: StatusStale}
 	}
+	if c.Lapse {
+		t.endHolder(e, c.Token, ReasonLapsed, true, c.At, true)
+		return Result{Token: c.Token, Changed: true}
+	}
 	if h.s.count > 1 {
 		h.s.count--
 		return Result{Token: c.Token, Count: h.s.count, Changed: true}

@@ -265,6 +265,46 @@ func TestCloseReleasesWithoutDelayAndResetClearsDelay(t *testing.T) {
 	}
 }
 
+// A lock its client gave up at its own end of the lease (a release with
+// Lapse) ends as the lease running out would: the key keeps its
+// lock-delay, a reentrant count does not hold it, and the event is an
+// expiry; a plain release of the same lock would have passed the key on.
+func TestReleaseLapseKeepsLockDelay(t *testing.T) {
+	b := newBench(t)
+	s := b.open("a")
+	g := b.want(b.apply(Command{Op: OpAcquire, Session: s, Key: "k", Lease: time.Minute, Delay: 2 * time.Second}), StatusGranted)
+	again := b.want(b.apply(Command{Op: OpAcquire, Session: s, Key: "k", Reentrant: true}), StatusGranted)
+	if again.Token != g.Token || again.Count != 2 {
+		t.Fatalf("reentrant acquire %+v", again)
+	}
+	other := b.open("b")
+	w := b.want(b.apply(Command{Op: OpAcquire, Session: other, Key: "k"}), StatusParked)
+	b.events()
+	b.want(b.apply(Command{Op: OpRelease, Session: s, Key: "k", Token: g.Token, Lapse: true}), StatusOK)
+	evs := b.events()
+	if len(evs) != 1 || evs[0].Kind != EventLost || evs[0].Reason != ReasonLapsed || evs[0].Token != g.Token ||
+		evs[0].Action() != "expired" {
+		t.Fatalf("a lapse gave %+v, want one expiry of token %d", evs, g.Token)
+	}
+	b.want(b.apply(Command{Op: OpAcquire, Session: b.open("c"), Key: "k", Try: true}), StatusBusy)
+	if g := grantedTickets(b.advance(1999 * time.Millisecond)); len(g) != 0 {
+		t.Fatalf("granted during the lock-delay: %v", g)
+	}
+	if g := grantedTickets(b.advance(time.Millisecond)); !slices.Equal(g, []uint64{w.Ticket}) {
+		t.Fatalf("at the delay's end granted %v, want [%d]", g, w.Ticket)
+	}
+	// The lapsed token is gone: a second lapse, or a release, is stale.
+	b.want(b.apply(Command{Op: OpRelease, Session: s, Key: "k", Token: g.Token, Lapse: true}), StatusStale)
+	// A lock without a lock-delay passes on at once, as an expiry would.
+	h := b.holderTokens("k")[0]
+	b.want(b.apply(Command{Op: OpAcquire, Session: s, Key: "k"}), StatusParked)
+	b.events()
+	b.want(b.apply(Command{Op: OpRelease, Session: other, Key: "k", Token: h, Lapse: true}), StatusOK)
+	if g := grantedTickets(b.events()); len(g) != 1 {
+		t.Fatalf("a lapse without a delay granted %v", g)
+	}
+}
+
 func TestLeaseRenewAndWaitDeadline(t *testing.T) {
 	b := newBench(t)
 	s := b.open("a")

@@ -3,6 +3,7 @@
 package session
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -288,6 +289,12 @@ func (p *poller) ready(id uint64) {
 			p.note("answered")
 			return
 		}
+		if c.s.loop && wholeFrames(p.buf[:n]) {
+			ok := p.serve(c, n)
+			p.idle(c, ok)
+			p.note("served")
+			return
+		}
 	}
 	r := c.r
 	p.mu.Lock()
@@ -340,6 +347,41 @@ func (p *poller) readFD(fd uintptr) bool {
 			return true
 		}
 	}
+}
+
+// wholeFrames reports whether b is whole frames, by their heads alone,
+// none of them a CLOSE: what the poller may serve itself (Config.EventLoop).
+// A frame whose head is wrong (a length out of range) counts as whole: the
+// connection's handling refuses it as its goroutine would.
+func wholeFrames(b []byte) bool {
+	for len(b) > 0 {
+		if len(b) < 5 { // the length and the type
+			return false
+		}
+		size := int(binary.BigEndian.Uint32(b))
+		if size < frameHeader || size > MaxFrame {
+			return true
+		}
+		if len(b) < 4+size || Type(b[4]) == TypeClose {
+			return false
+		}
+		b = b[4+size:]
+	}
+	return true
+}
+
+// serve handles the n bytes read for c, whole frames (wholeFrames), as
+// c's goroutine would (conn.batch): their answers leave in one write that
+// never waits. It reports whether c goes on. The frame's fields and the
+// bytes are the poller's, lent to c's reader for the batch.
+func (p *poller) serve(c *conn, n int) bool {
+	r := c.r
+	r.buf, r.off = p.buf[:n], 0
+	r.f, p.f = p.f, Frame{}
+	ok, _, _ := c.batch(r)
+	p.f, r.f = r.f, Frame{}
+	r.buf, r.off = nil, 0
+	return ok
 }
 
 // answerPings reports whether b holds whole PING frames without fields

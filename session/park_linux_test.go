@@ -5,6 +5,7 @@ package session
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -21,10 +22,10 @@ import (
 // (see poller.seen), from now on.
 func watchPoller(t *testing.T, e *env) <-chan string {
 	t.Helper()
-	p := e.session.park
-	if p == nil {
-		t.Fatal("no poller")
+	if len(e.session.pollers) != 1 {
+		t.Fatalf("%d pollers, want one to watch", len(e.session.pollers))
 	}
+	p := e.session.pollers[0]
 	ch, done := make(chan string, 1024), make(chan struct{})
 	t.Cleanup(func() { close(done) }) // before the server's Close
 	p.mu.Lock()
@@ -64,10 +65,13 @@ func await(t *testing.T, ch <-chan string, what string, allowed ...string) {
 
 // parkedCount returns how many connections e's poller holds.
 func parkedCount(e *env) int {
-	p := e.session.park
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.conns)
+	n := 0
+	for _, p := range e.session.pollers {
+		p.mu.Lock()
+		n += len(p.conns)
+		p.mu.Unlock()
+	}
+	return n
 }
 
 // An idle connection parks; the poller answers its PINGs without giving
@@ -178,7 +182,7 @@ func TestParkedConnectionEnds(t *testing.T) {
 // With ParkAfter negative no connection parks.
 func TestNeverPark(t *testing.T) {
 	e := start(t, envOptions{cfg: Config{ParkAfter: -1}})
-	if e.session.park != nil {
+	if len(e.session.pollers) != 0 {
 		t.Fatal("a poller without parking")
 	}
 	c := e.hello(t, "c")
@@ -240,25 +244,34 @@ func (p heldPending) Done() <-chan struct{} { return p }
 func (p heldPending) Wait() error           { <-p; return nil }
 
 // The OK of a PING read while parked leaves after what the session owed
-// before it: here a grant still on its way to the log.
+// before it: here a grant still on its way to the log. With the event
+// loop too, where the poller serves the ACQUIRE itself.
 func TestParkedPingAfterOwed(t *testing.T) {
-	j := &heldJournal{}
-	e := start(t, envOptions{journal: j, cfg: Config{ParkAfter: time.Millisecond}})
-	seen := watchPoller(t, e)
-	c := e.hello(t, "c")
-	await(t, seen, "parked")
-	j.hold()
-	id := c.acquire("k")
-	await(t, seen, "unparked")
-	await(t, seen, "parked") // the grant waits for the log
-	ping := c.send(TypePing)
-	for got := ""; got != "answered" && got != "unparked"; {
-		got = <-seen
-	}
-	j.release()
-	c.granted(id)
-	if f := c.expect(TypeOK); f.ID != ping {
-		t.Fatalf("OK of id %d, want %d", f.ID, ping)
+	for _, loop := range []bool{false, true} {
+		t.Run(fmt.Sprint("event loop ", loop), func(t *testing.T) {
+			j := &heldJournal{}
+			e := start(t, envOptions{journal: j, cfg: Config{ParkAfter: time.Millisecond, EventLoop: loop, Pollers: 1}})
+			seen := watchPoller(t, e)
+			c := e.hello(t, "c")
+			await(t, seen, "parked")
+			j.hold()
+			id := c.acquire("k")
+			if loop {
+				await(t, seen, "served") // the grant waits for the log
+			} else {
+				await(t, seen, "unparked")
+				await(t, seen, "parked") // the grant waits for the log
+			}
+			ping := c.send(TypePing)
+			for got := ""; got != "answered" && got != "unparked" && got != "served"; {
+				got = <-seen
+			}
+			j.release()
+			c.granted(id)
+			if f := c.expect(TypeOK); f.ID != ping {
+				t.Fatalf("OK of id %d, want %d", f.ID, ping)
+			}
+		})
 	}
 }
 
@@ -269,7 +282,7 @@ func TestParkedPingAfterOwed(t *testing.T) {
 // counted for ever.
 func TestCloseWhileParking(t *testing.T) {
 	e := start(t, envOptions{cfg: Config{ParkAfter: time.Hour}})
-	p := e.session.park
+	p := e.session.pollers[0]
 	closing, settled := make(chan struct{}), make(chan struct{})
 	var closingOnce, settledOnce sync.Once
 	p.mu.Lock()
@@ -319,14 +332,15 @@ func (e *env) serves(cl *client) bool {
 			return true
 		}
 	}
-	if s.park != nil {
-		s.park.mu.Lock()
-		defer s.park.mu.Unlock()
-		for _, c := range s.park.conns {
+	for _, p := range s.pollers {
+		p.mu.Lock()
+		for _, c := range p.conns {
 			if c.remote == remote {
+				p.mu.Unlock()
 				return true
 			}
 		}
+		p.mu.Unlock()
 	}
 	return false
 }

@@ -364,6 +364,9 @@ func (s *sess) encodeEvent(b []byte, ev *mutex.Event, failed bool) ([]byte, *mut
 		code, msg := reasonCode(ev.Reason)
 		return refused(b, ev.Request, code, msg), nil, false
 	case mutex.EventLost:
+		if ev.Reason == mutex.ReasonLapsed {
+			return b, nil, false // the RELEASE that gave it up is answered OK
+		}
 		code, _ := reasonCode(ev.Reason)
 		fb := begin(b, TypeLost, ev.Request)
 		fb.str(TagKey, ev.Key)

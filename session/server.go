@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -89,6 +90,22 @@ type Config struct {
 	// any other frame. A connection whose last read held only PINGs parks
 	// at once. Zero means DefaultParkAfter (1 s); negative: never.
 	ParkAfter time.Duration
+	// EventLoop, on a node that is not replicated, parks a plain TCP
+	// connection (Linux) as soon as it has no frame half read, and the
+	// poller serves every frame that comes whole on a parked connection
+	// itself, without giving it a goroutine, as an event loop does: a busy
+	// connection then costs a read and a write per batch of requests, with
+	// no goroutine to wake. A read that ends inside a frame, or holds a
+	// CLOSE (whose answer waits for the write-ahead log), still goes to a
+	// goroutine of the connection's own. It needs ParkAfter not negative;
+	// a replicated node ignores it (its commands wait for the raft log).
+	EventLoop bool
+	// Pollers is how many pollers hold the parked connections, each an
+	// epoll set with a goroutine of its own; a connection is given to one
+	// of them, in turn, for its life. Zero means one, or with EventLoop
+	// one per processor the Go runtime uses (GOMAXPROCS), so that the
+	// event loop serves busy connections on every core.
+	Pollers int
 	// Logger receives the server's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -144,7 +161,9 @@ type Server struct {
 
 	watch     watches
 	closeOnce sync.Once
-	park      *poller // nil: connections never park
+	pollers   []*poller     // empty: connections never park
+	nextPoll  atomic.Uint32 // the poller of the next connection, modulo len(pollers)
+	loop      bool          // Config.EventLoop, on a node that is not replicated, with pollers
 }
 
 // NewServer returns a server over n. Errors: those of cfg.Validate.
@@ -154,11 +173,26 @@ func NewServer(n *mutex.Node, cfg Config) (*Server, error) {
 	}
 	s := &Server{node: n, cfg: cfg.withDefaults(), log: serve.Discard(cfg.Logger), conns: make(map[*conn]struct{})}
 	if s.cfg.ParkAfter > 0 {
-		p, err := newPoller(s)
-		if err != nil {
-			return nil, fmt.Errorf("session: %w", err)
+		s.loop = cfg.EventLoop && !n.Replicated()
+		count := cfg.Pollers
+		if count <= 0 {
+			count = 1
+			if s.loop {
+				count = runtime.GOMAXPROCS(0)
+			}
 		}
-		s.park = p
+		for range count {
+			p, err := newPoller(s)
+			if err != nil {
+				for _, p := range s.pollers {
+					p.close()
+				}
+				return nil, fmt.Errorf("session: %w", err)
+			}
+			if p != nil { // nil: no poller on this system
+				s.pollers = append(s.pollers, p)
+			}
+		}
 	}
 	s.startWatches()
 	return s, nil
@@ -182,8 +216,8 @@ func (s *Server) Close() error {
 	}
 	s.closeOnce.Do(s.watch.close)
 	s.group.Close()
-	if s.park != nil {
-		s.park.close()
+	for _, p := range s.pollers {
+		p.close()
 	}
 	s.group.Wait()
 	return nil
@@ -225,8 +259,9 @@ func (c *conn) run(r *reader, opened bool) (parked bool) {
 			return false
 		}
 		// Idle at once: the client sent PINGs only, or nothing yet after
-		// opening its session.
-		if others == 0 && (pings > 0 || opened) && c.park(r) {
+		// opening its session; with the event loop, whenever nothing is
+		// half read.
+		if (c.s.loop || others == 0 && (pings > 0 || opened)) && c.park(r) {
 			return true
 		}
 		opened = false
@@ -282,7 +317,7 @@ func (c *conn) park(r *reader) bool {
 	c.deadlineSet = time.Time{}
 	r.buf, r.off, r.f.Fields = nil, 0, nil // an idle connection keeps no buffers
 	c.sess.shed()
-	return c.s.park.add(c)
+	return c.pl.add(c)
 }
 
 // end ends the connection's service: the server forgets it, the session
@@ -374,8 +409,9 @@ func (c *conn) begin(got []byte) *reader {
 	}
 	nc.SetReadDeadline(time.Time{})
 	c.r = r
-	if c.s.park != nil {
+	if len(c.s.pollers) > 0 {
 		c.raw = c.now.Raw() // nil for a *tls.Conn: it never parks
+		c.pl = c.s.pollers[c.s.nextPoll.Add(1)%uint32(len(c.s.pollers))]
 	}
 	return r
 }
@@ -521,6 +557,7 @@ type conn struct {
 	// Of the goroutine that serves the connection, or of the poller
 	// while it is parked.
 	raw         syscall.RawConn // nil: it never parks
+	pl          *poller         // the poller that holds c when it parks
 	deadlineSet time.Time       // when the read deadline was last moved on
 
 	// Guarded by the poller's mutex.
@@ -635,7 +672,7 @@ func (c *conn) drain() {
 // close closes the connection. The goroutine that serves it then finds
 // it closed and ends it; while it is parked, close ends it.
 func (c *conn) close() {
-	if c.s.park != nil && c.s.park.closeParked(c) {
+	if c.pl != nil && c.pl.closeParked(c) {
 		return
 	}
 	c.nc.Close()
@@ -997,7 +1034,7 @@ var (
 	helloTags    = tagSet(TagName, TagTTL, TagCredential)
 	resumeTags   = tagSet(TagSession, TagSecret, TagCredential)
 	acquireTags  = tagSet(TagKey, TagWait, TagLease, TagDelay, TagMode, TagLimit, TagPriority, TagReentrant, TagOwner, TagNote)
-	releaseTags  = tagSet(TagKey, TagToken)
+	releaseTags  = tagSet(TagKey, TagToken, TagLapse)
 	renewTags    = tagSet(TagKey, TagToken, TagLease)
 	cancelTags   = tagSet(TagTarget)
 	describeTags = tagSet(TagKey)
@@ -1095,6 +1132,13 @@ func (c *conn) handle(f *Frame) bool {
 			if ms, ok := f.Uint(TagLease); ok {
 				cmd.Lease = time.Duration(ms) * time.Millisecond
 			}
+		}
+		if l, ok := f.Uint(TagLapse); ok {
+			if l > 1 {
+				s.queueRaw(refused(nil, f.ID, CodeBadRequest, "lapse must be 0 or 1"))
+				return true
+			}
+			cmd.Lapse = l == 1
 		}
 		k, okKey := f.Get(TagKey)
 		token, okToken := f.Uint(TagToken)

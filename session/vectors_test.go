@@ -73,6 +73,8 @@ func vectors() []vectorFrame {
 			u8(TagReentrant, 1), str(TagOwner, "worker-3")}},
 		{"acquire, a semaphore", TypeAcquire, 5, []f{str(TagKey, "pool"), u32(TagLimit, 4)}},
 		{"release", TypeRelease, 6, []f{str(TagKey, "jobs/nightly"), u64(TagToken, 0x181b2c3d4e5f6071)}},
+		{"release given up at the client's end of the lease", TypeRelease, 12, []f{str(TagKey, "jobs/nightly"),
+			u64(TagToken, 0x181b2c3d4e5f6071), u8(TagLapse, 1)}},
 		{"renew", TypeRenew, 7, []f{str(TagKey, "orders/batch-7"), u64(TagToken, 9), u32(TagLease, 30000)}},
 		{"cancel", TypeCancel, 8, []f{u64(TagTarget, 3)}},
 		{"describe", TypeDescribe, 9, []f{str(TagKey, "jobs/nightly")}},
@@ -164,7 +166,7 @@ func buildVectors() vectorFile {
 		"queue": TagQueue, "applied": TagApplied, "left_ms": TagLeft, "held_ms": TagHeldFor,
 		"keepalive_ms": TagKeepalive, "request": TagRequest, "mode": TagMode, "limit": TagLimit,
 		"priority": TagPriority, "reentrant": TagReentrant, "owner": TagOwner, "count": TagCount, "held": TagHeld,
-		"parked": TagParked, "holder": TagHolder, "event": TagEvent, "at_ms": TagAt, "leader": TagLeader, "more": TagMore,
+		"parked": TagParked, "holder": TagHolder, "event": TagEvent, "at_ms": TagAt, "leader": TagLeader, "more": TagMore, "lapse": TagLapse,
 		"note": TagNote} {
 		v.Tags[name] = int(t)
 	}

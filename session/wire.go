@@ -83,6 +83,7 @@ const (
 	TagHeld       Tag = 0x20
 	TagParked     Tag = 0x21
 	TagHolder     Tag = 0x22
+	TagLapse      Tag = 0x23
 )
 
 // SecretLen is the size of a session's resume secret.
@@ -93,7 +94,7 @@ var fixedSize = [256]int{
 	TagTTL: 4, TagSession: 8, TagSecret: SecretLen, TagToken: 8, TagWait: 4, TagLease: 4, TagDelay: 4,
 	TagTarget: 8, TagCode: 1, TagQueue: 4, TagApplied: 8, TagLeft: 4, TagHeldFor: 4, TagKeepalive: 4,
 	TagRequest: 8, TagMode: 1, TagLimit: 4, TagPriority: 4, TagReentrant: 1, TagCount: 4,
-	TagEvent: 1, TagAt: 8, TagMore: 1,
+	TagEvent: 1, TagAt: 8, TagMore: 1, TagLapse: 1,
 }
 
 // maxSize bounds the variable tags' values; 0 for the others, which

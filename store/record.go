@@ -144,6 +144,7 @@ func appendCommand(b []byte, c *mutex.Command) []byte {
 	e.uint("floor", c.Floor)
 	e.uint("before", c.Before)
 	e.bool("try", c.Try)
+	e.bool("lapse", c.Lapse)
 	e.int("wait", int64(c.Wait))
 	e.int("lease", int64(c.Lease))
 	e.int("delay", int64(c.Delay))
@@ -282,7 +283,7 @@ type fields struct {
 	Sess, Req, Target, Ticket, Token    uint64
 	Floor, MaxH, MaxP, Before           uint64
 	Count, Limit, Applied, Sessions     uint64
-	Try, Reent, Conn                    bool
+	Try, Reent, Conn, Lapse             bool
 	Wait, Lease, Delay, TTL, Mode, Prio int64
 	Opened, LeaseAt, DelayAt, WaitAt    int64
 }
@@ -315,6 +316,7 @@ type fieldsJSON struct {
 	Try      bool   `json:"try"`
 	Reent    bool   `json:"reent"`
 	Conn     bool   `json:"conn"`
+	Lapse    bool   `json:"lapse"`
 	Wait     int64  `json:"wait"`
 	Lease    int64  `json:"lease"`
 	Delay    int64  `json:"delay"`
@@ -423,7 +425,7 @@ func (f *fields) item() (item, error) {
 	}
 	c := mutex.Command{Op: op, At: time.Unix(0, *f.At), Key: string(f.Key), Source: string(f.Src),
 		RemoteAddr: string(f.Addr), Session: f.Sess, Request: f.Req, Target: f.Target, Ticket: f.Ticket,
-		Token: f.Token, Floor: f.Floor, Before: f.Before, Try: f.Try, Wait: time.Duration(f.Wait), Lease: time.Duration(f.Lease),
+		Token: f.Token, Floor: f.Floor, Before: f.Before, Try: f.Try, Lapse: f.Lapse, Wait: time.Duration(f.Wait), Lease: time.Duration(f.Lease),
 		Delay: time.Duration(f.Delay), TTL: time.Duration(f.TTL), Mode: mutex.Mode(f.Mode),
 		Limit: uint32(f.Limit), Priority: int32(f.Prio), Reentrant: f.Reent, Owner: string(f.Owner), Note: string(f.Note),
 		ConnBound: f.Conn, Account: string(f.Acct), MaxHeld: uint32(f.MaxH), MaxParked: uint32(f.MaxP)}
@@ -489,7 +491,7 @@ func scanFlat(p []byte) (f fields, ok bool) {
 var fieldBit = func() map[string]uint64 {
 	names := []string{"op", "at", "key", "src", "addr", "owner", "name", "secret", "sess", "req", "target",
 		"ticket", "token", "floor", "count", "limit", "applied", "sessions", "try", "reent", "conn", "wait", "lease",
-		"delay", "ttl", "mode", "prio", "opened", "lease_at", "delay_at", "wait_at", "acct", "maxh", "maxp", "before", "note"}
+		"delay", "ttl", "mode", "prio", "opened", "lease_at", "delay_at", "wait_at", "acct", "maxh", "maxp", "before", "note", "lapse"}
 	m := make(map[string]uint64, len(names))
 	for i, n := range names {
 		m[n] = 1 << i
@@ -599,6 +601,8 @@ func (f *fields) set(name string, v []byte) bool {
 		return boolean(&f.Reent)
 	case "conn":
 		return boolean(&f.Conn)
+	case "lapse":
+		return boolean(&f.Lapse)
 	case "wait":
 		return sint(&f.Wait)
 	case "lease":

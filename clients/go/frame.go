@@ -83,6 +83,7 @@ const (
 	tagHeld       byte = 0x20
 	tagParked     byte = 0x21
 	tagHolder     byte = 0x22
+	tagLapse      byte = 0x23
 )
 
 // secretLen is the size of a session's resume secret.

@@ -120,7 +120,7 @@ func TestSessionVectorNames(t *testing.T) {
 		"queue": tagQueue, "applied": tagApplied, "left_ms": tagLeft, "held_ms": tagHeldFor,
 		"keepalive_ms": tagKeepalive, "request": tagRequest, "mode": tagMode, "limit": tagLimit,
 		"priority": tagPriority, "reentrant": tagReentrant, "owner": tagOwner, "count": tagCount, "leader": tagLeader,
-		"event": tagEvent, "at_ms": tagAt, "held": tagHeld, "parked": tagParked, "holder": tagHolder, "more": tagMore,
+		"event": tagEvent, "at_ms": tagAt, "held": tagHeld, "parked": tagParked, "holder": tagHolder, "more": tagMore, "lapse": tagLapse,
 		"note": tagNote}
 	codes := map[string]byte{}
 	for c, name := range codeNames {

@@ -219,7 +219,8 @@ func WithWait(d time.Duration) AcquireOption {
 func WithLease(d time.Duration) AcquireOption { return func(o *acquireOptions) { o.lease = d } }
 
 // WithLockDelay sets the lock-delay: when the lock is lost because its
-// session expired or its lease ran out (not released), nobody gets the key
+// session expired or its lease ran out (by the server's clock, or by the
+// client's: see Lock.Done; not released), nobody gets the key
 // for d, so that a holder that stalled can notice before anyone else
 // writes. It is at most 60 s: the server refuses more (ErrFailed,
 // bad_request); without it the server's LOCK_DELAY applies.
@@ -345,8 +346,9 @@ func (l *Lock) Token() uint64 { return l.token }
 // heard nothing from the server for the session's TTL less the same
 // margin, counted from the sending of the last request the server
 // answered (the session ends then, see Session). A lock given up at the
-// end of its lease is released on the server by its token, before
-// anything the session sends later.
+// end of its lease is ended on the server by its token, before anything
+// the session sends later, as its lease running out would (a RELEASE with
+// lapse: the key keeps its lock-delay, WithLockDelay).
 func (l *Lock) Done() <-chan struct{} { return l.done }
 
 // Cause returns nil while the lock is held, then why it ended: an error

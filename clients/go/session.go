@@ -625,6 +625,17 @@ func (s *Session) enqueueRelease(key string, token uint64, l *Lock, res chan res
 	return r
 }
 
+// enqueueLapse sends the RELEASE of a lock given up at the client's end of
+// its lease: with lapse, so that the server ends it as its lease running
+// out would, with the key's lock-delay, whatever its count. Nobody waits
+// for the answer (stale_token when the server's lease ended first;
+// unsupported from a server older than lapse, whose lease then ends the
+// lock on its own, with the delay).
+func (s *Session) enqueueLapse(key string, token uint64) {
+	r := &request{typ: frameRelease, key: key, token: token}
+	s.enqueue(r, []field{strField(tagKey, key), u64Field(tagToken, token), u8Field(tagLapse, 1)})
+}
+
 // abandon gives up an acquire whose caller has gone: one that never left
 // the client is forgotten, another is cancelled on the server.
 func (s *Session) abandon(r *request) {
@@ -806,23 +817,21 @@ func (s *Session) setLease(h *hold, from time.Time, left time.Duration) {
 	h.stop = s.clk.AfterFunc(end.Sub(s.clk.Now()), func() { s.leaseDue(h, gen) })
 }
 
-// leaseDue gives h up at the client's end of its lease, and releases it
-// on the server by its token (one RELEASE for each lock that counts in
-// it; the answer does not matter: stale_token when the server's lease
-// ended first). The RELEASE goes before anything the session sends
-// later, so the session's next acquire of the key finds it released
-// rather than still held by the lock given up (ErrDeadlock).
+// leaseDue gives h up at the client's end of its lease, and ends it on
+// the server by its token with one RELEASE with lapse (enqueueLapse),
+// which keeps the key's lock-delay: a plain release would let the next
+// holder in while this one may still be finishing. The RELEASE goes
+// before anything the session sends later, so the session's next acquire
+// of the key finds it ended rather than still held by the lock given up
+// (ErrDeadlock).
 func (s *Session) leaseDue(h *hold, gen int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.holds[h.token] != h || h.gen != gen {
 		return
 	}
-	n := len(h.locks)
 	s.endHold(h, lostError(h.key, ErrLeaseExpired, "its lease ran out"))
-	for range n {
-		s.enqueueRelease(h.key, h.token, nil, nil)
-	}
+	s.enqueueLapse(h.key, h.token)
 }
 
 // ack records that the server answered a request sent at sentAt: it had

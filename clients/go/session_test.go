@@ -205,6 +205,17 @@ func TestSessionLeaseClientDeadline(t *testing.T) {
 	// not moved: only the client's RELEASE can free the key).
 	eventually(t, "the given-up lock released", func() bool { _, held := srv.node.Holder("d/k"); return !held })
 
+	// Its RELEASE carries lapse, so that a lock-delay holds: the key ends
+	// as its lease would, and a try of another session is busy (a plain
+	// release would have let it in).
+	dl := mustAcquire(t, s, "d/delayed", lockingcenter.WithLease(time.Second), lockingcenter.WithLockDelay(time.Minute))
+	endsAfter(t, clk, dl, 900*time.Millisecond)
+	eventually(t, "the given-up lock ended", func() bool { _, held := srv.node.Holder("d/delayed"); return !held })
+	other := srv.open(lockingcenter.WithClock(newFakeClock()))
+	if l, err := other.Acquire(context.Background(), "d/delayed", lockingcenter.TryOnce()); !errors.Is(err, lockingcenter.ErrBusy) {
+		t.Fatalf("a try in the lock-delay of a lock given up: %v %v, want ErrBusy", l, err)
+	}
+
 	r := mustAcquire(t, s, "d/renewed", lockingcenter.WithLease(time.Second))
 	clk.Advance(800 * time.Millisecond)
 	if err := r.Renew(context.Background()); err != nil {

@@ -122,7 +122,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	sessionSrv, err = session.NewServer(node, session.Config{
 		TTL: cfg.SessionTTL, MinTTL: cfg.SessionTTLMin, MaxTTL: cfg.SessionTTLMax, LockDelay: cfg.LockDelay,
 		MaxKeepalive:  maxKeepalive,
-		HeaderTimeout: cfg.HeaderTimeout, ServerID: serverID(), Logger: log,
+		HeaderTimeout: cfg.HeaderTimeout, ServerID: serverID(), Logger: log, EventLoop: true,
 		Tokens: sec.tokens(), Rates: sec.rates, SourceFromCert: tr.fromCert,
 	})
 	if err != nil {

@@ -68,6 +68,7 @@ const Tag = Object.freeze({
   HELD: 0x20,
   PARKED: 0x21,
   HOLDER: 0x22,
+  LAPSE: 0x23,
 });
 
 const Code = Object.freeze({

@@ -619,13 +619,15 @@ class Session extends EventTarget {
     }
   }
 
-  #enqueueRelease(keyBytes, token, lock, resolve, reject) {
+  #enqueueRelease(keyBytes, token, lock, resolve, reject, lapse = false) {
     const r = this.#request(Type.RELEASE, resolve, reject);
     r.keyBytes = keyBytes;
     r.token = token;
     r.lock = lock;
     r.op = 'release';
-    this.#enqueue(r, [field.bytes(Tag.KEY, keyBytes), field.u64(Tag.TOKEN, token)]);
+    const fields = [field.bytes(Tag.KEY, keyBytes), field.u64(Tag.TOKEN, token)];
+    if (lapse) fields.push(field.u8(Tag.LAPSE, 1));
+    this.#enqueue(r, fields);
     return r;
   }
 
@@ -750,15 +752,17 @@ class Session extends EventTarget {
   }
 
   /**
-   * Gives h up at the client's end of its lease, and releases it on the
-   * server by its token (one RELEASE per lock counted in it; stale_token
-   * when the server's lease ended first), before anything sent later.
+   * Gives h up at the client's end of its lease, and ends it on the server
+   * by its token, before anything sent later: one RELEASE with lapse, which
+   * the server treats as the lease running out (the key keeps its
+   * lock-delay, whatever the count). Its answer does not matter:
+   * stale_token when the server's lease ended first, unsupported from a
+   * server older than lapse, whose own lease end then ends the lock.
    */
   #leaseDue(h, gen) {
     if (this.#holds.get(h.token) !== h || h.gen !== gen) return;
-    const n = h.locks.length;
     this.#endHold(h, this.#lostError(h.keyBytes, h.token, 'lease_expired', 'its lease ran out'));
-    for (let i = 0; i < n; i++) this.#enqueueRelease(h.keyBytes, h.token, null, null, null);
+    this.#enqueueRelease(h.keyBytes, h.token, null, null, null, true);
   }
 
   /** The server answered a request sent at sentAt: it had heard from the session then. */

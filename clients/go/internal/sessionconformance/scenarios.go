@@ -24,6 +24,8 @@ const (
 	cancelWithin  = time.Second            // s-cancel: the queue empty this soon after the cancel
 	leaseFor      = 500 * time.Millisecond // s-lease-expiry's lease
 	leaseLostBy   = 2 * time.Second        // s-lease-expiry: the loss reported by then
+	leaseDelay    = 2 * time.Second        // s-lease-expiry's lock-delay
+	leaseFreeBy   = 5 * time.Second        // s-lease-expiry: a waiting acquire granted by then, from the loss
 	heldAfterKill = time.Second            // s-kill-client: every key still held then
 	freeAfterKill = 5 * time.Second        // s-kill-client: every key acquired by then
 	stopFor       = 6 * time.Second        // s-leader-stop: SIGSTOP to SIGCONT
@@ -206,9 +208,13 @@ func leaseExpiry(ctx context.Context, e env) error {
 	if err != nil {
 		return err
 	}
+	other, err := ss.open(e.addr, "go-lease-next")
+	if err != nil {
+		return err
+	}
 	key := prefix + "lease-expiry"
 	asked := time.Now()
-	l, err := s.Acquire(ctx, key, lockingcenter.WithLease(leaseFor))
+	l, err := s.Acquire(ctx, key, lockingcenter.WithLease(leaseFor), lockingcenter.WithLockDelay(leaseDelay))
 	if err != nil {
 		return err
 	}
@@ -217,11 +223,12 @@ func leaseExpiry(ctx context.Context, e env) error {
 	case <-time.After(time.Until(asked.Add(leaseLostBy))):
 		return fmt.Errorf("a lock with a lease of %v not reported lost %v after the acquire", leaseFor, leaseLostBy)
 	}
+	lost := time.Now()
 	if err := errorIs("the cause of the lost lock", l.Cause(), lockingcenter.ErrLeaseExpired); err != nil {
 		return err
 	}
 	// What the session sends after the loss comes after its release of
-	// the lock, if the server had not ended it yet.
+	// the lock (with lapse), if the server had not ended it yet.
 	info, err := s.Describe(ctx, key)
 	if err != nil {
 		return err
@@ -232,7 +239,18 @@ func leaseExpiry(ctx context.Context, e env) error {
 	if hs, err := e.holders(ctx, e.manager, key); err != nil || len(hs) != 0 {
 		return fmt.Errorf("probe holders after the lease: %v %v, want none", hs, err)
 	}
-	return nil
+	if l, err := other.Acquire(ctx, key, lockingcenter.TryOnce()); l != nil {
+		return fmt.Errorf("a try right after the loss was granted (token %d): the lock-delay of %v was skipped", l.Token(), leaseDelay)
+	} else if err := errorIs("a try in the lock-delay", err, lockingcenter.ErrBusy); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithDeadline(ctx, lost.Add(leaseFreeBy))
+	defer cancel()
+	next, err := other.Acquire(wctx, key)
+	if err != nil {
+		return fmt.Errorf("an acquire after the lock-delay, by %v after the loss: %w", leaseFreeBy, err)
+	}
+	return next.Release()
 }
 
 func killClient(ctx context.Context, e env) error {

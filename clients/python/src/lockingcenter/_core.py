@@ -691,10 +691,13 @@ class Core:
         c.target = r.id
         self._enqueue(c, encode_fields([u64(Tag.TARGET, r.id)]))
 
-    def _send_release(self, key: bytes, token: int, waiter: Waiter | None = None) -> Request:
+    def _send_release(self, key: bytes, token: int, waiter: Waiter | None = None, lapse: bool = False) -> Request:
         r = Request(FrameType.RELEASE, waiter, key)
         r.token = token
-        return self._enqueue(r, encode_fields([(Tag.KEY, key), u64(Tag.TOKEN, token)]))
+        fields = [(Tag.KEY, key), u64(Tag.TOKEN, token)]
+        if lapse:  # given up at the client's end of its lease: the server keeps the lock-delay
+            fields.append(u8(Tag.LAPSE, 1))
+        return self._enqueue(r, encode_fields(fields))
 
     def release(self, h: HandleBase, waiter: Waiter | None) -> Request | None:
         """Release the lock h: it ends here at once and RELEASE goes to the
@@ -1006,10 +1009,12 @@ class Core:
             _, gen, token = heapq.heappop(self.leases)
             hold = self.holds.get(token)
             if hold is not None and hold.gen == gen:
-                n = len(hold.handles)
                 self._end_hold(hold, LostReason.LEASE_EXPIRED, "its lease ran out")
-                for _ in range(n):  # before anything sent later, best effort
-                    self._send_release(hold.key, token)
+                # Before anything sent later, best effort; with lapse the server ends it
+                # as its lease would, whatever the count, and keeps the key's lock-delay
+                # (stale_token when its lease ended first; unsupported from a server
+                # older than lapse, whose lease then ends it).
+                self._send_release(hold.key, token, lapse=True)
         if t >= self._lost_deadline():
             why = f"no answer from the server within the session's TTL ({self.ttl:g} s) less {margin(self.ttl):g} s"
             self.farewell = True

@@ -86,6 +86,7 @@ class Tag(enum.IntEnum):
     HELD = 0x20
     PARKED = 0x21
     HOLDER = 0x22
+    LAPSE = 0x23
 
 
 class Code(enum.IntEnum):
