@@ -52,18 +52,22 @@ pub fn build(b: *std.Build) void {
     // zig build session-bench -- host:port [workers [seconds]] (bench/session-bench.sh)
     const bench = addProgram(b, "session-bench", "bench/session_bench.zig", lockingcenter, target, optimize);
     b.step("session-bench", "Run the session benchmark").dependOn(&bench.step);
-    b.step("session-bench-install", "Install the session benchmark only").dependOn(&b.addInstallArtifact(bench.producer.?, .{}).step);
+    installOnly(b, "session-bench-install", &.{bench});
 
     // zig build session-scenario: the session scenarios (clients/conformance/SESSIONS.md).
     const session_scenario = addProgram(b, "session-scenario", "scenario/session_scenario.zig", lockingcenter, target, optimize);
     b.step("session-scenario", "Run the session scenarios").dependOn(&session_scenario.step);
 
-    // zig build session-programs: installs only what session-conformance.sh
-    // runs (each program is a compilation of its own, minutes on a busy machine).
-    const programs = b.step("session-programs", "Install the session scenarios and the examples");
-    for ([_]*std.Build.Step.Run{ example, session_example, session_scenario }) |run| {
-        programs.dependOn(&b.addInstallArtifact(run.producer.?, .{}).step);
-    }
+    // zig build v1-programs, session-programs: install only what
+    // conformance.sh and session-conformance.sh run (each program is a
+    // compilation of its own, minutes on a busy machine).
+    installOnly(b, "v1-programs", &.{ example, scenario });
+    installOnly(b, "session-programs", &.{ example, session_example, session_scenario });
+}
+
+fn installOnly(b: *std.Build, name: []const u8, runs: []const *std.Build.Step.Run) void {
+    const step = b.step(name, "Install only these programs");
+    for (runs) |run| step.dependOn(&b.addInstallArtifact(run.producer.?, .{}).step);
 }
 
 /// Adds an installed program that imports the client, and returns the step

@@ -361,6 +361,21 @@ const Request = struct {
 
 const HeldItem = struct { key: Key, count: u32, left_ms: ?u32 };
 
+/// What a WELCOME says of the session.
+const Welcome = struct {
+    session: u64,
+    secret: [wire.secret_len]u8,
+    ttl_ms: u64,
+    keepalive_ms: u64,
+
+    fn of(f: wire.Frame) Welcome {
+        var w = Welcome{ .session = f.uint(Tag.session) orelse 0, .secret = [_]u8{0} ** wire.secret_len, .ttl_ms = f.uint(Tag.ttl_ms) orelse 10_000, .keepalive_ms = 0 };
+        if (f.get(Tag.secret)) |sec| @memcpy(&w.secret, sec);
+        w.keepalive_ms = f.uint(Tag.keepalive_ms) orelse w.ttl_ms / 3;
+        return w;
+    }
+};
+
 /// What a resume's WELCOME said, kept until the answer to the PING sent
 /// right after the RESUME: every frame the server owed the session comes
 /// before it.
@@ -372,6 +387,27 @@ const Replay = struct {
     by_req: std.AutoHashMapUnmanaged(u64, u64) = .{},
     parked: std.AutoHashMapUnmanaged(u64, void) = .{},
     fresh: std.AutoHashMapUnmanaged(u64, void) = .{},
+
+    /// Takes the applied id and the lists of the resume's WELCOME w.
+    fn parse(rp: *Replay, a: Allocator, w: wire.Frame) !void {
+        rp.applied = w.uint(Tag.applied) orelse 0;
+        for (w.fields) |fl| {
+            if (fl.tag != Tag.held and fl.tag != Tag.parked) continue;
+            const item = try wire.Item.parse(fl.value);
+            const it = item.frame();
+            const req = it.uint(Tag.request) orelse 0;
+            if (fl.tag == Tag.parked) {
+                try rp.parked.put(a, req, {});
+                continue;
+            }
+            const token = it.uint(Tag.token) orelse 0;
+            const k = it.get(Tag.key) orelse "";
+            if (k.len == 0 or k.len > max_key_len) return error.Protocol;
+            const left: ?u32 = if (it.uint(Tag.left_ms)) |l| @intCast(l) else null;
+            try rp.held.put(a, token, .{ .key = Key.of(k), .count = @intCast(@max(it.uint(Tag.count) orelse 1, 1)), .left_ms = left });
+            try rp.by_req.put(a, req, token);
+        }
+    }
 
     fn deinit(r: *Replay, a: Allocator) void {
         r.held.deinit(a);
@@ -500,8 +536,6 @@ pub const Session = struct {
     secret: [wire.secret_len]u8 = undefined,
     ttl_ns: u64 = 0,
     keepalive_ns: u64 = 0,
-    server_buf: [255]u8 = undefined,
-    server_len: usize = 0,
 
     next_id: u64 = 0,
     conn: ?*Conn = null,
@@ -590,12 +624,13 @@ pub const Session = struct {
             if (s.leader != null and hops >= s.addrs.len) s.leader = null;
             if (s.leader != null) hops += 1 else attempts += 1;
             const target = s.nextTarget();
-            const conn = s.handshake(target, hello.items, @as(u64, options.connect_timeout_ms) * ns_per_ms, @as(u64, options.read_timeout_ms) * ns_per_ms, options.diagnostics) catch |e| {
+            var w: Welcome = undefined;
+            const conn = s.handshake(target, hello.items, @as(u64, options.connect_timeout_ms) * ns_per_ms, @as(u64, options.read_timeout_ms) * ns_per_ms, options.diagnostics, &w, null) catch |e| {
                 last = e;
                 if (!retryable(e)) return e;
                 continue;
             };
-            s.opened(conn);
+            s.opened(conn, &w);
             return s;
         }
         return last;
@@ -610,12 +645,12 @@ pub const Session = struct {
 
     /// Attaches the first connection, its WELCOME read, and starts the
     /// threads.
-    fn opened(s: *Session, c: *Conn) void {
+    fn opened(s: *Session, c: *Conn, w: *const Welcome) void {
         s.mu.lock();
         defer s.mu.unlock();
         s.next_id = 1;
         s.last_ack = now();
-        s.attach(c);
+        s.attach(c, w);
         s.keeper = std.Thread.spawn(.{}, keep, .{s}) catch null;
     }
 
@@ -1123,7 +1158,7 @@ pub const Session = struct {
     /// the first frames), and reads the answer within answer_bound from
     /// then (the TLS handshake included). Returns the connection with its
     /// WELCOME ready to be read again (reader.answer), or the refusal.
-    fn handshake(s: *Session, target: Addr, first: []const u8, connect_bound: u64, answer_bound: u64, diagnostics: ?*Diagnostics) Error!*Conn {
+    fn handshake(s: *Session, target: Addr, first: []const u8, connect_bound: u64, answer_bound: u64, diagnostics: ?*Diagnostics, w: *Welcome, replay: ?*Replay) Error!*Conn {
         const sock = try dialTcp(s.allocator, target.slice(), connect_bound);
         const c = s.allocator.create(Conn) catch {
             posix.close(sock);
@@ -1157,8 +1192,8 @@ pub const Session = struct {
         };
         switch (f.typ) {
             Type.welcome => {
-                // Read it again from the start when the caller looks.
-                c.reader.off = 0;
+                w.* = Welcome.of(f);
+                if (replay) |rp| try rp.parse(s.allocator, f);
                 return c;
             },
             Type.goodbye => {
@@ -1196,18 +1231,13 @@ pub const Session = struct {
         };
     }
 
-    /// Attaches c, whose WELCOME is next in its reader, and starts its
-    /// reader thread. mu held.
-    fn attach(s: *Session, c: *Conn) void {
-        const w = c.reader.answer() catch unreachable; // parsed once already
-        s.id = w.uint(Tag.session) orelse 0;
-        if (w.get(Tag.secret)) |sec| @memcpy(&s.secret, sec);
-        s.ttl_ns = (w.uint(Tag.ttl_ms) orelse 10_000) * ns_per_ms;
-        s.keepalive_ns = (w.uint(Tag.keepalive_ms) orelse (s.ttl_ns / ns_per_ms / 3)) * ns_per_ms;
-        if (w.get(Tag.server)) |sv| {
-            s.server_len = @min(sv.len, s.server_buf.len);
-            @memcpy(s.server_buf[0..s.server_len], sv[0..s.server_len]);
-        }
+    /// Attaches c, whose WELCOME said w, and starts its reader thread. mu
+    /// held.
+    fn attach(s: *Session, c: *Conn, w: *const Welcome) void {
+        s.id = w.session;
+        s.secret = w.secret;
+        s.ttl_ns = w.ttl_ms * ns_per_ms;
+        s.keepalive_ns = w.keepalive_ms * ns_per_ms;
         setTimeout(c.sock, posix.SO.RCVTIMEO, silence(s.keepalive_ns));
         setTimeout(c.sock, posix.SO.SNDTIMEO, silence(s.keepalive_ns));
         s.conn = c;
@@ -1392,7 +1422,10 @@ pub const Session = struct {
         const bound = silence(s.keepalive_ns);
         s.mu.unlock();
         const sent_at = now();
-        const c = s.handshake(target, b.items, @min(bound, @as(u64, s.connect_timeout_ms) * ns_per_ms), bound, null) catch |e| {
+        var w: Welcome = undefined;
+        var rp = Replay{ .applied = 0, .sent_at = sent_at, .sync_id = sync_id };
+        const c = s.handshake(target, b.items, @min(bound, @as(u64, s.connect_timeout_ms) * ns_per_ms), bound, null, &w, &rp) catch |e| {
+            rp.deinit(s.allocator);
             s.mu.lock();
             defer s.mu.unlock();
             switch (e) {
@@ -1411,12 +1444,13 @@ pub const Session = struct {
             s.mu.lock();
             return;
         }
-        var rp = s.parseResume(c, sent_at, sync_id) catch {
+        if (w.session != s.id) {
+            rp.deinit(s.allocator);
             s.mu.unlock();
             c.destroy();
             s.mu.lock();
             return;
-        };
+        }
         s.ack(sent_at);
         // Send again, in order, what the server never applied.
         var i: usize = 0;
@@ -1438,50 +1472,13 @@ pub const Session = struct {
             s.out.appendSlice(s.allocator, r.frame) catch {};
             i += 1;
         }
-        _ = &rp;
         s.replay = rp;
-        s.attachResumed(c);
+        s.attach(c, &w);
     }
 
     fn shun(s: *Session, a: *const Addr, bound: u64) void {
         s.shunned = a.*;
         s.shunned_until = now() + bound;
-    }
-
-    /// Reads the resume's WELCOME (next in c's reader). mu held.
-    fn parseResume(s: *Session, c: *Conn, sent_at: u64, sync_id: u64) !Replay {
-        const w = try c.reader.answer();
-        if ((w.uint(Tag.session) orelse 0) != s.id) return error.Protocol;
-        c.reader.off = 0; // attach reads it again for the keepalive
-        const a = s.allocator;
-        var rp = Replay{ .applied = w.uint(Tag.applied) orelse 0, .sent_at = sent_at, .sync_id = sync_id };
-        errdefer rp.deinit(a);
-        for (w.fields) |fl| {
-            if (fl.tag != Tag.held and fl.tag != Tag.parked) continue;
-            const item = try wire.Item.parse(fl.value);
-            const it = item.frame();
-            const req = it.uint(Tag.request) orelse 0;
-            if (fl.tag == Tag.parked) {
-                try rp.parked.put(a, req, {});
-                continue;
-            }
-            const token = it.uint(Tag.token) orelse 0;
-            const k = it.get(Tag.key) orelse "";
-            if (k.len == 0 or k.len > max_key_len) return error.Protocol;
-            const left: ?u32 = if (it.uint(Tag.left_ms)) |l| @intCast(l) else null;
-            try rp.held.put(a, token, .{ .key = Key.of(k), .count = @intCast(@max(it.uint(Tag.count) orelse 1, 1)), .left_ms = left });
-            try rp.by_req.put(a, req, token);
-        }
-        return rp;
-    }
-
-    /// Attaches a resumed connection: its WELCOME is read again for what it
-    /// says of the session (the keepalive), then frames flow. mu held.
-    fn attachResumed(s: *Session, c: *Conn) void {
-        // The WELCOME of a long answer is joined again from the buffer;
-        // what attach needs is in its first frame.
-        s.attach(c);
-        s.wake.signal();
     }
 
     /// Notes that the server answered a request sent at sent_at: the

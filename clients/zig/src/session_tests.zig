@@ -260,3 +260,142 @@ test "random and mutated frames give only the protocol error" {
         _ = wire.Item.parse(buf[0..n]) catch {};
     }
 }
+
+// ---- a scripted server ---------------------------------------------------------
+
+/// One connection of a scripted server: frames in, frames out.
+const Peer = struct {
+    stream: std.net.Stream,
+    reader: wire.Reader(Peer.Source),
+    out: std.ArrayList(u8),
+
+    const Source = struct {
+        stream: std.net.Stream,
+        pub fn read(src: Source, buf: []u8) !usize {
+            return src.stream.read(buf);
+        }
+    };
+
+    fn init(a: std.mem.Allocator, stream: std.net.Stream) Peer {
+        return .{ .stream = stream, .reader = wire.Reader(Source).init(a, .{ .stream = stream }), .out = std.ArrayList(u8).init(a) };
+    }
+
+    fn deinit(p: *Peer) void {
+        p.reader.deinit();
+        p.out.deinit();
+        p.stream.close();
+    }
+
+    /// The next frame of the client, PINGs answered on the way.
+    fn next(p: *Peer) !wire.Frame {
+        while (true) {
+            const f = try p.reader.next();
+            if (f.typ != wire.Type.ping) return f;
+            try p.send(wire.Type.ok, f.id, &.{});
+        }
+    }
+
+    const Out = struct { tag: u8, value: []const u8 };
+
+    fn send(p: *Peer, typ: u8, id: u64, fields: []const Out) !void {
+        p.out.clearRetainingCapacity();
+        const e = try wire.Encoder.begin(&p.out, typ, id);
+        for (fields) |f| try e.bytes(f.tag, f.value);
+        e.finish();
+        try p.stream.writeAll(p.out.items);
+    }
+};
+
+fn be(comptime T: type, v: T) [@sizeOf(T)]u8 {
+    var b: [@sizeOf(T)]u8 = undefined;
+    std.mem.writeInt(T, &b, v, .big);
+    return b;
+}
+
+/// The script of the lease test: what the client sent, checked frame by frame.
+const LeaseScript = struct {
+    server: std.net.Server,
+    failed: ?[]const u8 = null,
+    lapse_release: bool = false,
+    plain_release: bool = false,
+
+    fn run(sc: *LeaseScript) void {
+        sc.script() catch |e| {
+            if (sc.failed == null) sc.failed = @errorName(e);
+        };
+    }
+
+    fn script(sc: *LeaseScript) !void {
+        const conn = try sc.server.accept();
+        var p = Peer.init(testing.allocator, conn.stream);
+        defer p.deinit();
+        var preface: [4]u8 = undefined;
+        _ = try conn.stream.readAll(&preface);
+        if (!std.mem.eql(u8, &preface, wire.preface)) return error.NoPreface;
+        const hello = try p.next();
+        if (hello.typ != wire.Type.hello) return error.NoHello;
+        try p.send(wire.Type.welcome, hello.id, &.{
+            .{ .tag = wire.Tag.session, .value = &be(u64, 42) },
+            .{ .tag = wire.Tag.secret, .value = &([_]u8{0xA5} ** 16) },
+            .{ .tag = wire.Tag.ttl_ms, .value = &be(u32, 60_000) },
+            .{ .tag = wire.Tag.keepalive_ms, .value = &be(u32, 20_000) },
+            .{ .tag = wire.Tag.server, .value = "script" },
+        });
+        // A lease of 60 ms: the client gives it up at its own deadline.
+        const leased = try p.next();
+        if (leased.typ != wire.Type.acquire) return error.NoAcquire;
+        try p.send(wire.Type.granted, leased.id, &.{
+            .{ .tag = wire.Tag.key, .value = "k" },
+            .{ .tag = wire.Tag.token, .value = &be(u64, 7) },
+            .{ .tag = wire.Tag.count, .value = &be(u32, 1) },
+            .{ .tag = wire.Tag.left_ms, .value = &be(u32, 60) },
+        });
+        const gave_up = try p.next();
+        if (gave_up.typ != wire.Type.release or gave_up.uint(wire.Tag.token) != 7) return error.NoRelease;
+        sc.lapse_release = gave_up.uint(wire.Tag.lapse) == 1;
+        try p.send(wire.Type.ok, gave_up.id, &.{});
+        // No lease: the user's release has no lapse.
+        const plain = try p.next();
+        if (plain.typ != wire.Type.acquire) return error.NoAcquire;
+        try p.send(wire.Type.granted, plain.id, &.{
+            .{ .tag = wire.Tag.key, .value = "k" },
+            .{ .tag = wire.Tag.token, .value = &be(u64, 8) },
+            .{ .tag = wire.Tag.count, .value = &be(u32, 1) },
+        });
+        const released = try p.next();
+        if (released.typ != wire.Type.release or released.uint(wire.Tag.token) != 8) return error.NoRelease;
+        sc.plain_release = released.get(wire.Tag.lapse) == null;
+        try p.send(wire.Type.ok, released.id, &.{});
+        const close = try p.next();
+        if (close.typ != wire.Type.close) return error.NoClose;
+        try p.send(wire.Type.ok, close.id, &.{});
+    }
+};
+
+test "a lease given up at the client's deadline is released with lapse; a user's release has none" {
+    const loopback = try std.net.Address.parseIp("127.0.0.1", 0);
+    var sc = LeaseScript{ .server = try loopback.listen(.{}) };
+    defer sc.server.deinit();
+    const t = try std.Thread.spawn(.{}, LeaseScript.run, .{&sc});
+    var addr_buf: [32]u8 = undefined;
+    const addr = try std.fmt.bufPrint(&addr_buf, "127.0.0.1:{d}", .{sc.server.listen_address.getPort()});
+    {
+        const s = try lc.Session.connect(testing.allocator, addr, .{ .name = "test" });
+        defer s.close();
+        var leased = try s.acquire("k", .{ .lease_ms = 60 });
+        defer leased.release();
+        try testing.expectEqual(@as(u64, 7), leased.token());
+        try testing.expectEqual(lc.LostReason.lease_expired, leased.waitLost(10_000).?);
+        var plain = try s.acquire("k", .{});
+        try testing.expectEqual(@as(?lc.LostReason, null), plain.lost());
+        try plain.releaseChecked();
+        try plain.releaseChecked(); // again: nothing
+    }
+    t.join();
+    if (sc.failed) |f| {
+        std.debug.print("script: {s}\n", .{f});
+        return error.TestUnexpectedResult;
+    }
+    try testing.expect(sc.lapse_release);
+    try testing.expect(sc.plain_release);
+}
