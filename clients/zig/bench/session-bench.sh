@@ -3,8 +3,8 @@
 # threads sharing one Session, each on its own key, against an lcd of its
 # own on 127.0.0.1, and in the same rounds the Go client's (WORKERS
 # goroutines sharing one session: the program of
-# clients/python/bench/session_bench.py --go). Prints each round, then the
-# medians.
+# clients/python/bench/session_bench.py --go). Prints each round (for Zig
+# also the process's CPU time per cycle), then the medians.
 #
 #     bash clients/zig/bench/session-bench.sh [WORKERS [SECONDS [ROUNDS]]]   # 16 5 3
 set -euo pipefail
@@ -38,10 +38,10 @@ done
 
 zs=() gs=()
 for r in $(seq "$rounds"); do
-	z=$("$work/out/bin/session-bench" "$addr" "$workers" "$seconds")
+	read -r z cpu < <("$work/out/bin/session-bench" "$addr" "$workers" "$seconds")
 	g=$("$gobin" "$addr" "$workers" "$seconds")
 	zs+=("$z") gs+=("$g")
-	echo "round $r: $workers threads, one Zig session: $z cycles/s; $workers goroutines, one Go session: $g cycles/s"
+	echo "round $r: $workers threads, one Zig session: $z cycles/s, $cpu µs CPU/cycle; $workers goroutines, one Go session: $g cycles/s"
 done
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "median zig: $(median "${zs[@]}") cycles/s"

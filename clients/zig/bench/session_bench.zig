@@ -3,8 +3,9 @@
 //!
 //!     session-bench ADDRESS [WORKERS [SECONDS]]
 //!
-//! Prints the cycles per second (bench/session-bench.sh runs it in rounds
-//! beside the Go client).
+//! Prints the cycles per second and the process's CPU time (user and
+//! system) per cycle in microseconds (bench/session-bench.sh runs it in
+//! rounds beside the Go client).
 
 const std = @import("std");
 const lc = @import("lockingcenter");
@@ -39,6 +40,7 @@ pub fn main() !void {
     defer allocator.free(counts);
     const threads = try allocator.alloc(std.Thread, workers);
     defer allocator.free(threads);
+    const cpu0 = cpuNs();
     var timer = try std.time.Timer.start();
     for (threads, 0..) |*t, i| t.* = try std.Thread.spawn(.{}, work, .{ session, i, &counts[i] });
     std.time.sleep(@intFromFloat(seconds * std.time.ns_per_s));
@@ -47,5 +49,13 @@ pub fn main() !void {
     const elapsed = @as(f64, @floatFromInt(timer.read())) / std.time.ns_per_s;
     var total: u64 = 0;
     for (counts) |c| total += c;
-    try std.io.getStdOut().writer().print("{d:.0}\n", .{@as(f64, @floatFromInt(total)) / elapsed});
+    const cycles: f64 = @floatFromInt(total);
+    const cpu_us = @as(f64, @floatFromInt(cpuNs() - cpu0)) / std.time.ns_per_us;
+    try std.io.getStdOut().writer().print("{d:.0} {d:.1}\n", .{ cycles / elapsed, cpu_us / cycles });
+}
+
+fn cpuNs() u64 {
+    const u = std.posix.getrusage(std.posix.rusage.SELF);
+    const us = (u.utime.sec + u.stime.sec) * std.time.us_per_s + u.utime.usec + u.stime.usec;
+    return @as(u64, @intCast(us)) * std.time.ns_per_us;
 }

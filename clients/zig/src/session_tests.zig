@@ -312,21 +312,50 @@ fn be(comptime T: type, v: T) [@sizeOf(T)]u8 {
     return b;
 }
 
+/// A scripted server on 127.0.0.1: the script's run(server) on a thread of
+/// its own.
+fn Scripted(comptime Script: type) type {
+    return struct {
+        const Self = @This();
+        script: Script = .{},
+        server: std.net.Server,
+        failed: ?[]const u8 = null,
+        thread: std.Thread = undefined,
+        addr_buf: [32]u8 = undefined,
+        addr: []const u8 = "",
+
+        fn start(self: *Self) !void {
+            const loopback = try std.net.Address.parseIp("127.0.0.1", 0);
+            self.* = .{ .server = try loopback.listen(.{}) };
+            self.addr = try std.fmt.bufPrint(&self.addr_buf, "127.0.0.1:{d}", .{self.server.listen_address.getPort()});
+            self.thread = try std.Thread.spawn(.{}, run, .{self});
+        }
+
+        fn run(self: *Self) void {
+            self.script.run(&self.server) catch |e| {
+                self.failed = @errorName(e);
+            };
+        }
+
+        /// Joins the script; fails when it did.
+        fn finish(self: *Self) !void {
+            self.thread.join();
+            self.server.deinit();
+            if (self.failed) |f| {
+                std.debug.print("script: {s}\n", .{f});
+                return error.TestUnexpectedResult;
+            }
+        }
+    };
+}
+
 /// The script of the lease test: what the client sent, checked frame by frame.
 const LeaseScript = struct {
-    server: std.net.Server,
-    failed: ?[]const u8 = null,
     lapse_release: bool = false,
     plain_release: bool = false,
 
-    fn run(sc: *LeaseScript) void {
-        sc.script() catch |e| {
-            if (sc.failed == null) sc.failed = @errorName(e);
-        };
-    }
-
-    fn script(sc: *LeaseScript) !void {
-        const conn = try sc.server.accept();
+    fn run(sc: *LeaseScript, server: *std.net.Server) !void {
+        const conn = try server.accept();
         var p = Peer.init(testing.allocator, conn.stream);
         defer p.deinit();
         var preface: [4]u8 = undefined;
@@ -373,14 +402,10 @@ const LeaseScript = struct {
 };
 
 test "a lease given up at the client's deadline is released with lapse; a user's release has none" {
-    const loopback = try std.net.Address.parseIp("127.0.0.1", 0);
-    var sc = LeaseScript{ .server = try loopback.listen(.{}) };
-    defer sc.server.deinit();
-    const t = try std.Thread.spawn(.{}, LeaseScript.run, .{&sc});
-    var addr_buf: [32]u8 = undefined;
-    const addr = try std.fmt.bufPrint(&addr_buf, "127.0.0.1:{d}", .{sc.server.listen_address.getPort()});
+    var sc: Scripted(LeaseScript) = undefined;
+    try sc.start();
     {
-        const s = try lc.Session.connect(testing.allocator, addr, .{ .name = "test" });
+        const s = try lc.Session.connect(testing.allocator, sc.addr, .{ .name = "test" });
         defer s.close();
         var leased = try s.acquire("k", .{ .lease_ms = 60 });
         defer leased.release();
@@ -391,11 +416,139 @@ test "a lease given up at the client's deadline is released with lapse; a user's
         try plain.releaseChecked();
         try plain.releaseChecked(); // again: nothing
     }
-    t.join();
-    if (sc.failed) |f| {
-        std.debug.print("script: {s}\n", .{f});
-        return error.TestUnexpectedResult;
+    try sc.finish();
+    try testing.expect(sc.script.lapse_release);
+    try testing.expect(sc.script.plain_release);
+}
+
+/// The script of the resume test: a drop with a lock held, an acquire
+/// parked and an acquire granted whose GRANTED never came.
+const ResumeScript = struct {
+    resumed: bool = false,
+
+    fn welcome(p: *Peer, id: u64, more: []const Peer.Out) !void {
+        var fields = std.ArrayList(Peer.Out).init(testing.allocator);
+        defer fields.deinit();
+        try fields.appendSlice(&.{
+            .{ .tag = wire.Tag.session, .value = &be(u64, 42) },
+            .{ .tag = wire.Tag.secret, .value = &([_]u8{0xA5} ** 16) },
+            .{ .tag = wire.Tag.ttl_ms, .value = &be(u32, 60_000) },
+            .{ .tag = wire.Tag.keepalive_ms, .value = &be(u32, 20_000) },
+            .{ .tag = wire.Tag.server, .value = "script" },
+        });
+        try fields.appendSlice(more);
+        try p.send(wire.Type.welcome, id, fields.items);
     }
-    try testing.expect(sc.lapse_release);
-    try testing.expect(sc.plain_release);
+
+    fn item(buf: *std.ArrayList(u8), fields: []const Peer.Out) ![]const u8 {
+        const start = buf.items.len;
+        for (fields) |f| {
+            try buf.append(f.tag);
+            try buf.writer().writeInt(u16, @intCast(f.value.len), .big);
+            try buf.appendSlice(f.value);
+        }
+        return buf.items[start..];
+    }
+
+    fn run(sc: *ResumeScript, server: *std.net.Server) !void {
+        var ids: [4]u64 = undefined; // by the key's last letter: a, b, c
+        {
+            const conn = try server.accept();
+            var p = Peer.init(testing.allocator, conn.stream);
+            defer p.deinit();
+            var preface: [4]u8 = undefined;
+            _ = try conn.stream.readAll(&preface);
+            const hello = try p.next();
+            try welcome(&p, hello.id, &.{});
+            for (0..3) |_| {
+                const f = try p.next();
+                if (f.typ != wire.Type.acquire) return error.NoAcquire;
+                const k = f.get(wire.Tag.key) orelse return error.NoKey;
+                ids[k[0] - 'a'] = f.id;
+                if (k[0] == 'a') try p.send(wire.Type.granted, f.id, &.{
+                    .{ .tag = wire.Tag.key, .value = "a" },
+                    .{ .tag = wire.Tag.token, .value = &be(u64, 7) },
+                    .{ .tag = wire.Tag.count, .value = &be(u32, 1) },
+                });
+            }
+        } // the connection drops
+        const conn = try server.accept();
+        var p = Peer.init(testing.allocator, conn.stream);
+        defer p.deinit();
+        var preface: [4]u8 = undefined;
+        _ = try conn.stream.readAll(&preface);
+        const rs = try p.reader.next();
+        if (rs.typ != wire.Type.@"resume" or rs.uint(wire.Tag.session) != 42) return error.NoResume;
+        sc.resumed = true;
+        const sync = try p.reader.next();
+        if (sync.typ != wire.Type.ping) return error.NoPing;
+        const sync_id = sync.id;
+        var items = std.ArrayList(u8).init(testing.allocator);
+        defer items.deinit();
+        try items.ensureTotalCapacity(512); // the items below alias it
+        const held_a = try item(&items, &.{
+            .{ .tag = wire.Tag.key, .value = "a" },                  .{ .tag = wire.Tag.token, .value = &be(u64, 7) },
+            .{ .tag = wire.Tag.request, .value = &be(u64, ids[0]) }, .{ .tag = wire.Tag.mode, .value = &be(u8, 0) },
+            .{ .tag = wire.Tag.count, .value = &be(u32, 1) },
+        });
+        const held_c = try item(&items, &.{
+            .{ .tag = wire.Tag.key, .value = "c" },                  .{ .tag = wire.Tag.token, .value = &be(u64, 9) },
+            .{ .tag = wire.Tag.request, .value = &be(u64, ids[2]) }, .{ .tag = wire.Tag.mode, .value = &be(u8, 0) },
+            .{ .tag = wire.Tag.count, .value = &be(u32, 1) },
+        });
+        const parked_b = try item(&items, &.{
+            .{ .tag = wire.Tag.key, .value = "b" }, .{ .tag = wire.Tag.request, .value = &be(u64, ids[1]) },
+        });
+        try welcome(&p, rs.id, &.{
+            .{ .tag = wire.Tag.applied, .value = &be(u64, @max(ids[1], ids[2])) },
+            .{ .tag = wire.Tag.held, .value = held_a },
+            .{ .tag = wire.Tag.held, .value = held_c },
+            .{ .tag = wire.Tag.parked, .value = parked_b },
+        });
+        try p.send(wire.Type.ok, sync_id, &.{});
+        // The parked acquire's grant comes after the resume.
+        try p.send(wire.Type.granted, ids[1], &.{
+            .{ .tag = wire.Tag.key, .value = "b" },
+            .{ .tag = wire.Tag.token, .value = &be(u64, 8) },
+            .{ .tag = wire.Tag.count, .value = &be(u32, 1) },
+        });
+        // Three releases, then the close.
+        while (true) {
+            const f = try p.next();
+            if (f.typ == wire.Type.close) return p.send(wire.Type.ok, f.id, &.{});
+            if (f.typ != wire.Type.release) return error.NotRelease;
+            try p.send(wire.Type.ok, f.id, &.{});
+        }
+    }
+};
+
+fn acquireOn(s: *lc.Session, key: []const u8, out: *lc.SessionError!lc.Lock) void {
+    out.* = s.acquire(key, .{});
+}
+
+test "a resume keeps a held lock, grants an acquire whose answer was lost and one parked" {
+    var sc: Scripted(ResumeScript) = undefined;
+    try sc.start();
+    {
+        const s = try lc.Session.connect(testing.allocator, sc.addr, .{ .name = "test" });
+        defer s.close();
+        var a = try s.acquire("a", .{});
+        defer a.release();
+        var b: lc.SessionError!lc.Lock = error.Protocol;
+        var c: lc.SessionError!lc.Lock = error.Protocol;
+        const tb = try std.Thread.spawn(.{}, acquireOn, .{ s, "b", &b });
+        const tc = try std.Thread.spawn(.{}, acquireOn, .{ s, "c", &c });
+        tb.join();
+        tc.join();
+        var lb = try b;
+        defer lb.release();
+        var lcc = try c;
+        defer lcc.release();
+        try testing.expectEqual(@as(u64, 8), lb.token());
+        try testing.expectEqual(@as(u64, 9), lcc.token());
+        try testing.expectEqual(@as(u64, 7), a.token());
+        try testing.expectEqual(@as(?lc.LostReason, null), a.lost());
+    }
+    try sc.finish();
+    try testing.expect(sc.script.resumed);
 }
