@@ -51,6 +51,7 @@ pub fn build(b: *std.Build) void {
 
     // zig build session-bench -- host:port [workers [seconds]] (bench/session-bench.sh)
     const bench = addProgram(b, "session-bench", "bench/session_bench.zig", lockingcenter, target, optimize);
+    bench.producer.?.linkLibC(); // malloc, as a program would allocate
     b.step("session-bench", "Run the session benchmark").dependOn(&bench.step);
     installOnly(b, "session-bench-install", &.{bench});
 

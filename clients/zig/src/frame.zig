@@ -287,6 +287,12 @@ pub fn Reader(comptime Source: type) type {
             return r.buf.items[r.off..];
         }
 
+        /// Whether the next frame is whole in the buffer already (or its
+        /// length is wrong, which the next call reports).
+        pub fn hasFrame(r: *const Self) bool {
+            return (frameLen(r.pending()) catch return true) != null;
+        }
+
         /// The next frame, reading as much as it needs. Errors:
         /// error.Protocol, error.EndOfStream, or the source's.
         pub fn next(r: *Self) !Frame {

@@ -371,7 +371,8 @@ const Welcome = struct {
     fn of(f: wire.Frame) Welcome {
         var w = Welcome{ .session = f.uint(Tag.session) orelse 0, .secret = [_]u8{0} ** wire.secret_len, .ttl_ms = f.uint(Tag.ttl_ms) orelse 10_000, .keepalive_ms = 0 };
         if (f.get(Tag.secret)) |sec| @memcpy(&w.secret, sec);
-        w.keepalive_ms = f.uint(Tag.keepalive_ms) orelse w.ttl_ms / 3;
+        // A keepalive of 0 would ping without pause.
+        w.keepalive_ms = @max(f.uint(Tag.keepalive_ms) orelse w.ttl_ms / 3, 100);
         return w;
     }
 };
@@ -1260,15 +1261,22 @@ pub const Session = struct {
 
     /// The reader of c: routes every frame until the connection ends.
     fn readLoop(s: *Session, c: *Conn) void {
-        while (true) {
-            const f = c.reader.answer() catch |e| {
+        reading: while (true) {
+            var f = c.reader.answer() catch |e| {
                 if (e == error.WouldBlock) c.silent = true;
                 break;
             };
             s.mu.lock();
-            const go_on = s.conn == c and s.handle(f);
+            // The frames already read are handled under one hold of the lock.
+            while (s.conn == c and s.handle(f)) {
+                if (!c.reader.hasFrame()) {
+                    s.mu.unlock();
+                    continue :reading;
+                }
+                f = c.reader.answer() catch break;
+            }
             s.mu.unlock();
-            if (!go_on) break;
+            break;
         }
         s.mu.lock();
         c.dead = true;
