@@ -14,28 +14,12 @@ pub fn build(b: *std.Build) void {
     // zig build test: unit tests, the protocol vectors included.
     const options = b.addOptions();
     options.addOption([]const u8, "vectors_path", b.pathFromRoot("../testdata/vectors.json"));
-    const tests = b.addTest(.{
-        .root_source_file = b.path("src/tests.zig"),
-        .target = target,
-        .optimize = optimize,
-    });
-    tests.root_module.addImport("lockingcenter", lockingcenter);
-    tests.root_module.addOptions("build_options", options);
-    const run_tests = b.addRunArtifact(tests);
-    b.step("test", "Run the unit tests").dependOn(&run_tests.step);
+    addTests(b, "test", "src/tests.zig", lockingcenter, options, target, optimize);
 
     // zig build session-test: the session client's unit tests (the session
     // vectors, the fuzzed decoder, a scripted server).
     options.addOption([]const u8, "session_vectors_path", b.pathFromRoot("../testdata/session-vectors.json"));
-    const session_tests = b.addTest(.{
-        .root_source_file = b.path("src/session_tests.zig"),
-        .target = target,
-        .optimize = optimize,
-    });
-    session_tests.root_module.addImport("lockingcenter", lockingcenter);
-    session_tests.root_module.addOptions("build_options", options);
-    const run_session_tests = b.addRunArtifact(session_tests);
-    b.step("session-test", "Run the session client's unit tests").dependOn(&run_session_tests.step);
+    addTests(b, "session-test", "src/session_tests.zig", lockingcenter, options, target, optimize);
 
     // zig build example -- host:port
     const example = addProgram(b, "example", "examples/example.zig", lockingcenter, target, optimize);
@@ -64,6 +48,26 @@ pub fn build(b: *std.Build) void {
     // compilation of its own, minutes on a busy machine).
     installOnly(b, "v1-programs", &.{ example, scenario });
     installOnly(b, "session-programs", &.{ example, session_example, session_scenario });
+}
+
+/// Adds the step name that runs the tests of path.
+fn addTests(
+    b: *std.Build,
+    name: []const u8,
+    path: []const u8,
+    lockingcenter: *std.Build.Module,
+    options: *std.Build.Step.Options,
+    target: std.Build.ResolvedTarget,
+    optimize: std.builtin.OptimizeMode,
+) void {
+    const tests = b.addTest(.{
+        .root_source_file = b.path(path),
+        .target = target,
+        .optimize = optimize,
+    });
+    tests.root_module.addImport("lockingcenter", lockingcenter);
+    tests.root_module.addOptions("build_options", options);
+    b.step(name, "Run the unit tests of this path").dependOn(&b.addRunArtifact(tests).step);
 }
 
 fn installOnly(b: *std.Build, name: []const u8, runs: []const *std.Build.Step.Run) void {

@@ -8,27 +8,8 @@
 # $LC_TOOLS/bin (clients/conformance/setup.sh puts it there).
 set -uo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-build=$(mktemp -d)
-trap 'rm -rf "$build"' EXIT
-
-zig=$(command -v zig || true)
-[ -n "$zig" ] || [ ! -x "${LC_TOOLS:-}/bin/zig" ] || zig=$LC_TOOLS/bin/zig
-if [ -z "$zig" ]; then
-	echo "FAIL unit-tests: zig not found on PATH or in \$LC_TOOLS/bin (run clients/conformance/setup.sh zig)"
-	exit 1
-fi
-
-# Keep build state out of the source tree. Debug builds (the default):
-# an optimized build takes LLVM many minutes on a busy machine.
-zig_build() {
-	(cd "$here" && "$zig" build --cache-dir "$build/cache" --prefix "$build/out" "$@")
-}
-
-if ! zig_build session-programs >&2; then
-	echo "FAIL unit-tests: the Zig client does not build (see stderr)"
-	exit 1
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/build-env.sh"
+zig_install session-programs
 
 unit() {
 	zig_build session-test --summary all || return 1

@@ -19,6 +19,7 @@
 
 const std = @import("std");
 const posix = std.posix;
+const connect_failure = @import("connect_failure.zig");
 
 /// Bounds of keys and sources, in bytes.
 pub const max_key_len = 127;
@@ -346,9 +347,9 @@ pub const Client = struct {
                     .cancelled => return error.Cancelled,
                     .expired => return if (deadline.passed()) error.DeadlinePassed else error.ConnectTimedOut,
                 }
-                posix.getsockoptError(sock) catch |e| return connectError(e);
+                posix.getsockoptError(sock) catch |e| return connect_failure.of(e);
             },
-            else => return connectError(err),
+            else => return connect_failure.of(err),
         };
         return sock;
     }
@@ -358,15 +359,6 @@ pub const Client = struct {
 /// is the read timeout, unless it was the call's own deadline.
 fn readTimedOut(err: Error, timed: bool, deadline: Deadline) Error {
     return if (err == error.DeadlinePassed and timed and !deadline.passed()) error.ReadTimedOut else err;
-}
-
-fn connectError(err: posix.ConnectError) Error {
-    return switch (err) {
-        error.ConnectionRefused, error.ConnectionResetByPeer => error.ConnectionRefused,
-        error.ConnectionTimedOut => error.ConnectTimedOut,
-        error.NetworkUnreachable, error.AddressNotAvailable, error.AddressFamilyNotSupported => error.NetworkUnreachable,
-        else => error.SystemResources,
-    };
 }
 
 /// A time limit on the monotonic clock, or none.

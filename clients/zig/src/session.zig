@@ -17,6 +17,7 @@
 
 const std = @import("std");
 const posix = std.posix;
+const connect_failure = @import("connect_failure.zig");
 const wire = @import("frame.zig");
 const Tag = wire.Tag;
 const Type = wire.Type;
@@ -1767,9 +1768,9 @@ fn connectOne(addr: std.net.Address, bound: u64) Error!posix.socket_t {
             const ms: i32 = @intCast(@min(bound / ns_per_ms + 1, std.math.maxInt(i32)));
             const n = posix.poll(&p, ms) catch return error.SystemResources;
             if (n == 0) return error.ConnectTimedOut;
-            posix.getsockoptError(sock) catch |x| return connectError(x);
+            posix.getsockoptError(sock) catch |x| return connect_failure.of(x);
         },
-        else => return connectError(e),
+        else => return connect_failure.of(e),
     };
     const flags = posix.fcntl(sock, posix.F.GETFL, 0) catch return error.SystemResources;
     const nonblock: usize = @as(u32, @bitCast(posix.O{ .NONBLOCK = true }));
@@ -1777,13 +1778,4 @@ fn connectOne(addr: std.net.Address, bound: u64) Error!posix.socket_t {
     const one: c_int = 1;
     posix.setsockopt(sock, posix.IPPROTO.TCP, posix.TCP.NODELAY, std.mem.asBytes(&one)) catch {};
     return sock;
-}
-
-fn connectError(err: posix.ConnectError) Error {
-    return switch (err) {
-        error.ConnectionRefused, error.ConnectionResetByPeer => error.ConnectionRefused,
-        error.ConnectionTimedOut => error.ConnectTimedOut,
-        error.NetworkUnreachable, error.AddressNotAvailable, error.AddressFamilyNotSupported => error.NetworkUnreachable,
-        else => error.SystemResources,
-    };
 }
