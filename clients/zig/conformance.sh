@@ -7,26 +7,8 @@
 # puts it there).
 set -uo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-build=$(mktemp -d)
-trap 'rm -rf "$build"' EXIT
-
-zig=$(command -v zig || true)
-[ -n "$zig" ] || [ ! -x "${LC_TOOLS:-}/bin/zig" ] || zig=$LC_TOOLS/bin/zig
-if [ -z "$zig" ]; then
-	echo "FAIL unit-tests: zig not found on PATH or in \$LC_TOOLS/bin (run clients/conformance/setup.sh zig)"
-	exit 1
-fi
-
-# Keep build state out of the source tree.
-zig_build() {
-	(cd "$here" && "$zig" build --cache-dir "$build/cache" --prefix "$build/out" "$@")
-}
-
-if ! zig_build install >&2; then
-	echo "FAIL unit-tests: the Zig client does not build (see stderr)"
-	exit 1
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/build-env.sh"
+zig_install v1-programs
 
 status=0
 if LC_VECTORS="$here/../testdata/vectors.json" zig_build test --summary all >"$build/unit.log" 2>&1; then echo "ok unit-tests"; else

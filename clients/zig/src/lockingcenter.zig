@@ -19,6 +19,7 @@
 
 const std = @import("std");
 const posix = std.posix;
+const connect_failure = @import("connect_failure.zig");
 
 /// Bounds of keys and sources, in bytes.
 pub const max_key_len = 127;
@@ -346,9 +347,9 @@ pub const Client = struct {
                     .cancelled => return error.Cancelled,
                     .expired => return if (deadline.passed()) error.DeadlinePassed else error.ConnectTimedOut,
                 }
-                posix.getsockoptError(sock) catch |e| return connectError(e);
+                posix.getsockoptError(sock) catch |e| return connect_failure.of(e);
             },
-            else => return connectError(err),
+            else => return connect_failure.of(err),
         };
         return sock;
     }
@@ -358,15 +359,6 @@ pub const Client = struct {
 /// is the read timeout, unless it was the call's own deadline.
 fn readTimedOut(err: Error, timed: bool, deadline: Deadline) Error {
     return if (err == error.DeadlinePassed and timed and !deadline.passed()) error.ReadTimedOut else err;
-}
-
-fn connectError(err: posix.ConnectError) Error {
-    return switch (err) {
-        error.ConnectionRefused, error.ConnectionResetByPeer => error.ConnectionRefused,
-        error.ConnectionTimedOut => error.ConnectTimedOut,
-        error.NetworkUnreachable, error.AddressNotAvailable, error.AddressFamilyNotSupported => error.NetworkUnreachable,
-        else => error.SystemResources,
-    };
 }
 
 /// A time limit on the monotonic clock, or none.
@@ -467,3 +459,22 @@ fn receive(sock: posix.socket_t, cancel_fd: posix.fd_t, deadline: Deadline) Erro
         return answer[0];
     }
 }
+
+// ---- the session protocol (v2) ---------------------------------------------
+
+const session = @import("session.zig");
+
+/// A session: one connection, kept open, that carries every lock it takes
+/// (see session.zig).
+pub const Session = session.Session;
+pub const Lock = session.Lock;
+pub const SessionOptions = session.Options;
+pub const AcquireOptions = session.AcquireOptions;
+pub const TlsOptions = session.TlsOptions;
+pub const Cancel = session.Cancel;
+pub const Diagnostics = session.Diagnostics;
+pub const LostReason = session.LostReason;
+pub const SessionError = session.Error;
+
+/// The session protocol's codec, for tests and tools.
+pub const frame = @import("frame.zig");
