@@ -412,9 +412,8 @@ func (c *conn) begin(got []byte) *reader {
 	}
 	nc.SetReadDeadline(time.Time{})
 	c.r = r
-	if len(c.s.pollers) > 0 {
+	if c.pl != nil {
 		c.raw = c.now.Raw() // nil for a *tls.Conn: it never parks
-		c.pl = c.s.pollers[c.s.nextPoll.Add(1)%uint32(len(c.s.pollers))]
 	}
 	return r
 }
@@ -588,6 +587,11 @@ func newConn(s *Server, nc net.Conn, finish func(net.Conn)) *conn {
 		finish = func(nc net.Conn) { nc.Close() }
 	}
 	c := &conn{s: s, nc: nc, finish: finish, remote: nc.RemoteAddr().String()}
+	if len(s.pollers) > 0 {
+		// Set once here: a resume on another connection may close c
+		// (conn.close) while c's goroutine still opens its session.
+		c.pl = s.pollers[s.nextPoll.Add(1)%uint32(len(s.pollers))]
+	}
 	c.now.Init(nc)
 	return c
 }
