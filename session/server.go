@@ -1177,7 +1177,7 @@ func (c *conn) handle(f *Frame) bool {
 		c.flushThenSend(goodbye(CodeSessionExpired, "the session has expired"))
 		return false
 	}
-	if f.Type == TypeClose {
+	if f.Type == TypeClose && res.Status == mutex.StatusOK { // a CLOSE refused (duplicate) changed nothing
 		c.s.watch.dropSession(s)
 		s.endBatch()
 		s.closeAfterFlush()

@@ -162,3 +162,28 @@ func TestSessionFreshTTLAfterRestart(t *testing.T) {
 		t.Fatal("the session outlived a TTL from the restart")
 	}
 }
+
+// A CLOSE refused duplicate changes nothing: the connection stays open
+// and serves the session, and a RESUME of it elsewhere later is served as
+// any other (the refused CLOSE left no mark that closed it).
+func TestCloseRefusedDuplicate(t *testing.T) {
+	e := start(t, envOptions{})
+	c := e.hello(t, "dup")
+	tok := c.granted(c.acquire("k1"))
+	c.write(frameOf(TypeClose, c.id))
+	c.expectRefused(c.id, CodeDuplicate)
+	c.release("k1", tok)
+	c.granted(c.acquire("k2"))
+
+	d := e.dial(t)
+	d.send(TypeResume, func(fb *frameBuilder) { fb.u64(TagSession, c.sid) }, func(fb *frameBuilder) { fb.bytes(TagSecret, c.sec) })
+	d.expect(TypeWelcome)
+	d.id = c.id
+	if id := d.send(TypePing); d.expect(TypeOK).ID != id {
+		t.Fatal("a PING's OK with another id after the resume")
+	}
+	d.granted(d.acquire("k3"))
+	if len(e.node.Snapshot().Sessions) != 1 {
+		t.Fatal("the session is gone")
+	}
+}
