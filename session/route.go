@@ -398,7 +398,7 @@ func granted(b []byte, id uint64, key string, token uint64, count uint32, lease 
 func statusCode(st mutex.Status) (Code, string) {
 	switch st {
 	case mutex.StatusBusy:
-		return CodeBusy, "the key is held"
+		return CodeBusy, "the key is held, or in its lock-delay"
 	case mutex.StatusStale:
 		return CodeStaleToken, "no lock of this session with that token holds the key"
 	case mutex.StatusDuplicate:

@@ -616,6 +616,15 @@ func (c *conn) sendFrames(b []byte, frames int) {
 		return
 	}
 	if c.drainer {
+		if len(c.wbuf)+len(b) > maxUnwritten {
+			// The client leaves its answers unread: cut it rather than
+			// hold them (docs/protocol.md, Timeouts).
+			c.dead = true
+			c.s.log.Info("session connection cut: its client left its answers unread",
+				slog.String(logRemote, c.remote), slog.Int("unwritten_bytes", len(c.wbuf)))
+			c.close()
+			return
+		}
 		c.wbuf = append(c.wbuf, b...)
 		c.wframes += frames
 		return
@@ -637,6 +646,10 @@ func (c *conn) sendFrames(b []byte, frames int) {
 		c.close()
 	}
 }
+
+// maxUnwritten bounds what one connection's socket has not taken yet, in
+// bytes: a connection that would hold more is cut (conn.sendFrames).
+const maxUnwritten = 4 << 20
 
 // sendHook, when set (tests), sees every frame the server writes, before
 // it is written.
