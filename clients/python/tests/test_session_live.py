@@ -292,10 +292,19 @@ class Single(unittest.TestCase):
             (lc.InvalidOptionError, dict(key="k", shared=True, limit=2)),
             (lc.InvalidOptionError, dict(key="k", priority=2**31)),
             (lc.InvalidOptionError, dict(key="k", wait=0)),
+            (lc.InvalidOptionError, dict(key="k", lease=float("nan"))),
+            (lc.InvalidOptionError, dict(key="k", lease=float("inf"))),
+            (lc.InvalidOptionError, dict(key="k", lease=2**32 / 1000)),  # over a u32 of milliseconds
+            (lc.InvalidOptionError, dict(key="k", wait=float("nan"))),
+            (lc.InvalidOptionError, dict(key="k", lock_delay=float("nan"))),
+            (TypeError, dict(key="k", lease="30")),
         ]
         for cls, kw in cases:
             with self.subTest(kw=kw), self.assertRaises(cls):
                 s.acquire(kw.pop("key"), **kw)
+        for token, cls in (("12", TypeError), (0, lc.InvalidOptionError), (2**64, lc.InvalidOptionError)):
+            with self.subTest(token=token), self.assertRaises(cls):
+                s.release("k", token)  # type: ignore[arg-type]
         self.assertEqual(s._core.next_id, 1, "nothing was sent")
 
     def test_sigkill_holding_three_keys(self) -> None:

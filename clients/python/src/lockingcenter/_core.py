@@ -172,6 +172,31 @@ class AcquireOptions:
         return fs
 
 
+MAX_SECONDS = MAX_U32 / 1000  # what a u32 of milliseconds holds: about 49.7 days
+
+
+def check_seconds(name: str, v: float | None, most: float = MAX_SECONDS) -> None:
+    """Check a duration option, in seconds: None, or a finite number from 0
+    to ``most`` (what the frame's u32 of milliseconds holds). Raises
+    InvalidOptionError (a ValueError) for any other number, TypeError for
+    what is not a number."""
+    if v is None:
+        return
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, got {v!r}")
+    if not (math.isfinite(v) and 0 <= v <= most):
+        raise InvalidOptionError(f"{name} must be 0 to {most:g} seconds, got {v}")
+
+
+def check_token(token: int) -> None:
+    """Check a fencing token given by the caller: an int from 1 to 2^64 - 1.
+    Raises TypeError, InvalidOptionError."""
+    if isinstance(token, bool) or not isinstance(token, int):
+        raise TypeError(f"a fencing token is an int, got {token!r}")
+    if not 0 < token < 2**64:
+        raise InvalidOptionError(f"a fencing token is 1 to 2^64 - 1, got {token}")
+
+
 def acquire_options(
     key: BytesLike,
     *,
@@ -188,12 +213,9 @@ def acquire_options(
     """Check the options of an acquire. Raises InvalidKeyError,
     InvalidOptionError."""
     k = _check_key(key)
-    if wait is not None and wait < 0:
-        raise InvalidOptionError(f"wait must be 0 or more seconds, got {wait}")
-    if lease is not None and lease < 0:
-        raise InvalidOptionError(f"lease must be 0 or more seconds, got {lease}")
-    if lock_delay is not None and not 0 <= lock_delay <= MAX_LOCK_DELAY:
-        raise InvalidOptionError(f"lock_delay must be 0 to {MAX_LOCK_DELAY:g} seconds, got {lock_delay}")
+    check_seconds("wait", wait)
+    check_seconds("lease", lease)
+    check_seconds("lock_delay", lock_delay, MAX_LOCK_DELAY)
     if limit is not None and not 0 <= limit <= MAX_U32:
         raise InvalidOptionError(f"limit must be 0 to {MAX_U32}, got {limit}")
     if shared and limit is not None and limit > 1:
@@ -717,6 +739,7 @@ class Core:
     def release_token(self, key: bytes, token: int, waiter: Waiter) -> Request | None:
         """Release the session's lock of key by its token. None when there is
         nothing to send: a token released here lately."""
+        check_token(token)
         self.check_open()
         hold = self.holds.get(token)
         if hold is not None and hold.key == key and hold.handles:
@@ -732,6 +755,7 @@ class Core:
             self.released.popitem(last=False)
 
     def renew(self, h: HandleBase, lease: float | None, waiter: Waiter) -> Request:
+        check_seconds("lease", lease)
         if h._state == LOST:
             assert h._cause is not None
             raise h._cause
