@@ -185,7 +185,8 @@ func TestWatchPrefix(t *testing.T) {
 
 	mustAcquire(t, a, "other/k") // not under the prefix
 	mustAcquire(t, a, "w")       // nor this
-	x := mustAcquire(t, a, "w/x", lockingcenter.WithOwner("task")) // the owner of the deadlock below
+	// x has the owner of the deadlock below.
+	x := mustAcquire(t, a, "w/x", lockingcenter.WithOwner("task"))
 	expectEvent(t, w, ev(lockingcenter.EventAcquired, "w/x", x.Token(), a, "a"))
 	g, _, err := srv.node.TryLock(mutex.Claim{Key: "w/v1", Source: "v1-client"})
 	if err != nil {
