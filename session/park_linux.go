@@ -10,6 +10,8 @@ import (
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/locking-center/locking-center/internal/serve"
 )
 
 // pollRead is the poller's read buffer, in bytes: far more than a
@@ -230,7 +232,7 @@ func (p *poller) loop() {
 // waitFD takes the events of the set without waiting, and returns false,
 // to wait for the set to be readable, when there are none.
 func (p *poller) waitFD(epfd uintptr) bool {
-	p.nev, p.err = syscall.EpollWait(int(epfd), p.events, 0)
+	p.nev, p.err = serve.EpollWaitNow(int(epfd), p.events)
 	if errors.Is(p.err, syscall.EINTR) {
 		p.nev, p.err = 0, nil
 		return false
@@ -342,7 +344,7 @@ func (p *poller) read(c *conn) (n int, err error) {
 // readFD is the body of read: it never waits.
 func (p *poller) readFD(fd uintptr) bool {
 	for {
-		p.n, p.err = syscall.Read(int(fd), p.buf[:])
+		p.n, p.err = serve.ReadNow(int(fd), p.buf[:])
 		if !errors.Is(p.err, syscall.EINTR) {
 			return true
 		}

@@ -64,7 +64,7 @@ func (w *NowWriter) Write(b []byte) (int, error) {
 // whatever happened, so that the poller never waits.
 func (w *NowWriter) writeFD(fd uintptr) bool {
 	for w.written < len(w.b) {
-		n, err := syscall.Write(int(fd), w.b[w.written:])
+		n, err := WriteNow(int(fd), w.b[w.written:])
 		if n > 0 {
 			w.written += n
 		}
