@@ -72,6 +72,7 @@ var (
 	root       = flag.String("root", "../../..", "the repository's top directory, where lcd is built from")
 	logDir     = flag.String("logs", "", "a directory to append each server's log to (lcd-boltdb-n1.log, etcd-e1.log, ...); none by default")
 	raftFloor  = flag.Bool("raft-floor", true, "throughput: measure the raft floor too (./raftfloor: hashicorp/raft with lcd's settings and the WAL, a state machine that does nothing)")
+	clientKind = flag.String("lcd-clients", "go,frames", "throughput: comma-separated clients of each lcd cluster, one row each: go (clients/go's Session) and frames (the session protocol's frames written directly, as the raft floor's client writes its byte)")
 	storeList  = flag.String("stores", "boltdb,wal", "comma-separated raft log stores (RAFT_LOG_STORE) of the lcd clusters to measure, one cluster each")
 )
 
@@ -553,7 +554,7 @@ func drive(sys system, ls []locker, keys []string, granted func()) {
 // cycles runs n clients of sys, each on its own key, for *duration, and
 // returns the cycles per second, the servers' CPU per cycle and the raft
 // entries per cycle.
-func cycles(sys system, n, round int) (float64, time.Duration, float64) {
+func cycles(sys system, n, round int) roundFigures {
 	keys := make([]string, n)
 	ls := make([]locker, n)
 	for i := range ls {
@@ -561,11 +562,21 @@ func cycles(sys system, n, round int) (float64, time.Duration, float64) {
 		ls[i] = sys.client(keys[i])
 	}
 	var total atomic.Int64
-	e0, cpu0, t0 := sys.entries(), cpuOf(sys.procs()), time.Now()
+	e0, cpu0, own0, t0 := sys.entries(), cpuOf(sys.procs()), ownCPU(), time.Now()
 	drive(sys, ls, keys, func() { total.Add(1) })
-	el, cpu := time.Since(t0), cpuOf(sys.procs())-cpu0
-	c := total.Load()
-	return float64(c) / el.Seconds(), cpu / time.Duration(max(c, 1)), float64(sys.entries()-e0) / float64(max(c, 1))
+	el, cpu, own := time.Since(t0), cpuOf(sys.procs())-cpu0, ownCPU()-own0
+	c := time.Duration(max(total.Load(), 1))
+	return roundFigures{rate: float64(total.Load()) / el.Seconds(), cpu: cpu / c, clientCPU: own / c,
+		entries: float64(sys.entries()-e0) / float64(c)}
+}
+
+// ownCPU is this process's user and system time so far: its clients'.
+func ownCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		log.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func median[T int64 | float64 | time.Duration](xs []T) T {
@@ -583,26 +594,48 @@ func lcdSystems(lcs []*lcdCluster) []system {
 	return out
 }
 
-// figures are one system's results of the rounds at one client count.
-type figures struct {
-	rate, entries []float64
-	cpu           []time.Duration
+// roundFigures are one system's results of one round: cycles/s, the
+// servers' CPU per cycle, the clients' (this process's) CPU per cycle,
+// raft entries per cycle.
+type roundFigures struct {
+	rate           float64
+	cpu, clientCPU time.Duration
+	entries        float64
 }
 
-func (f *figures) add(rate float64, cpu time.Duration, entries float64) {
-	f.rate, f.cpu, f.entries = append(f.rate, rate), append(f.cpu, cpu), append(f.entries, entries)
+// figures are one system's results of the rounds at one client count.
+type figures struct {
+	rate, entries  []float64
+	cpu, clientCPU []time.Duration
+}
+
+func (f *figures) add(r roundFigures) {
+	f.rate, f.cpu, f.clientCPU, f.entries = append(f.rate, r.rate), append(f.cpu, r.cpu), append(f.clientCPU, r.clientCPU), append(f.entries, r.entries)
 }
 
 func throughput(lcs []*lcdCluster, et *etcdCluster, clients []int, floor ...system) {
-	lcdSys, etcdSys := append(lcdSystems(lcs), floor...), etcdSystem(et)
+	var lcdSys []system
+	for _, lc := range lcs {
+		for _, kind := range strings.Split(*clientKind, ",") {
+			switch kind {
+			case "go":
+				lcdSys = append(lcdSys, lcdSystem(lc))
+			case "frames":
+				lcdSys = append(lcdSys, lcdFrameSystem(lc))
+			default:
+				log.Fatalf("-lcd-clients: %q is neither go nor frames", kind)
+			}
+		}
+	}
+	lcdSys, etcdSys := append(lcdSys, floor...), etcdSystem(et)
 	reconnects.Store(0)
 	defer noteReconnects()
 	fmt.Println("## Uncontended acquire+release, three lcd nodes beside three etcd members")
 	fmt.Println()
 	fmt.Println("One row per lcd cluster (its raft log store), and one for the raft floor (hashicorp/raft with lcd's settings and the WAL, its state machine doing nothing), whose lcd columns are the floor's; the etcd columns repeat the etcd figures of the same rounds.")
 	fmt.Println()
-	fmt.Println("| clients | lcd | etcd cycles/s | lcd cycles/s | lcd/etcd | etcd CPU µs/cycle | lcd CPU µs/cycle | lcd/etcd CPU | etcd entries/cycle | lcd entries/cycle |")
-	fmt.Println("|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Println("| clients | lcd | etcd cycles/s | lcd cycles/s | lcd/etcd | etcd CPU µs/cycle | lcd CPU µs/cycle | lcd/etcd CPU | etcd entries/cycle | lcd entries/cycle | etcd clients' CPU µs/cycle | lcd clients' CPU µs/cycle |")
+	fmt.Println("|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, n := range clients {
 		var e figures
 		l := make([]figures, len(lcdSys))
@@ -613,9 +646,9 @@ func throughput(lcs []*lcdCluster, et *etcdCluster, clients []int, floor ...syst
 			}
 		}
 		for i, sys := range lcdSys {
-			fmt.Printf("| %d | %s | %.0f | %.0f | %.2f | %.1f | %.1f | %.2f | %.2f | %.2f |\n", n, sys.name, median(e.rate), median(l[i].rate),
+			fmt.Printf("| %d | %s | %.0f | %.0f | %.2f | %.1f | %.1f | %.2f | %.2f | %.2f | %.1f | %.1f |\n", n, sys.name, median(e.rate), median(l[i].rate),
 				median(ratios(l[i].rate, e.rate, func(x float64) float64 { return x })), us(median(e.cpu)), us(median(l[i].cpu)),
-				median(ratios(l[i].cpu, e.cpu, us)), median(e.entries), median(l[i].entries))
+				median(ratios(l[i].cpu, e.cpu, us)), median(e.entries), median(l[i].entries), us(median(e.clientCPU)), us(median(l[i].clientCPU)))
 		}
 	}
 	fmt.Println()
