@@ -259,7 +259,9 @@ func (s *sess) flushOnce() {
 	}
 	end := false
 	frames := 0
+	pushed := false // an event: a grant, a withdrawal, a loss
 	for i := range s.items[:ready] {
+		pushed = pushed || s.items[i].raw == nil && s.items[i].out.IsEvent
 		var r *mutex.Command
 		n := len(buf)
 		buf, r, end = s.encode(buf, &s.items[i])
@@ -292,7 +294,11 @@ func (s *sess) flushOnce() {
 	}
 	closing := s.closing && len(s.items) == 0 || end
 	s.mu.Unlock()
-	c.sendFrames(buf, frames) // copies what it does not write at once
+	if pushed { // copies what it does not write at once
+		c.sendPushed(buf, frames)
+	} else {
+		c.sendFrames(buf, frames)
+	}
 	if cap(buf) <= maxPooled {
 		*bp = buf[:0]
 		flushBufs.Put(bp)

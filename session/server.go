@@ -603,7 +603,14 @@ func (c *conn) send(b []byte) { c.sendFrames(b, 1) }
 // once if the socket takes it all, otherwise the rest goes to a goroutine
 // that writes it under the header timeout (a client that stops reading is
 // cut). The frames not yet written count in backlog.
-func (c *conn) sendFrames(b []byte, frames int) {
+func (c *conn) sendFrames(b []byte, frames int) { c.write(b, frames, false) }
+
+// sendPushed is sendFrames for frames among which one is pushed to a
+// client that waits for it (serve.NowWriter.WritePush).
+func (c *conn) sendPushed(b []byte, frames int) { c.write(b, frames, true) }
+
+// write is sendFrames; pushed tells that b holds a pushed frame.
+func (c *conn) write(b []byte, frames int, pushed bool) {
 	if len(b) == 0 {
 		return
 	}
@@ -629,7 +636,13 @@ func (c *conn) sendFrames(b []byte, frames int) {
 		c.wframes += frames
 		return
 	}
-	n, err := c.now.Write(b)
+	var n int
+	var err error
+	if pushed {
+		n, err = c.now.WritePush(b)
+	} else {
+		n, err = c.now.Write(b)
+	}
 	if err != nil {
 		c.dead = true
 		c.close()

@@ -19,3 +19,6 @@ func (w *NowWriter) Raw() syscall.RawConn { return nil }
 
 // Write writes nothing and returns 0.
 func (w *NowWriter) Write([]byte) (int, error) { return 0, nil }
+
+// WritePush writes nothing and returns 0.
+func (w *NowWriter) WritePush([]byte) (int, error) { return 0, nil }

@@ -19,6 +19,7 @@ type NowWriter struct {
 	b       []byte                // being written
 	written int
 	err     error
+	plain   bool // this write is an ordinary system call (WritePush)
 }
 
 // Init sets w to write to c.
@@ -40,17 +41,32 @@ func (w *NowWriter) Raw() syscall.RawConn {
 }
 
 // Write writes as much of b as the socket takes without waiting, and
-// returns how much that was. A connection without a descriptor (a
-// *tls.Conn, a net.Pipe) is written with its Write, which may wait.
-// Errors: the write's, other than a full socket.
-func (w *NowWriter) Write(b []byte) (int, error) {
+// returns how much that was, with a raw system call (WriteNow). A
+// connection without a descriptor (a *tls.Conn, a net.Pipe) is written
+// with its Write, which may wait. Errors: the write's, other than a full
+// socket.
+func (w *NowWriter) Write(b []byte) (int, error) { return w.write(b, false) }
+
+// WritePush is Write with an ordinary system call, for a frame the server
+// pushes to a client that waits for it (a grant of a contended key): one
+// that starts the client's turn, whose next request the server then wants
+// to read as soon as it comes. An ordinary call wakes the Go runtime's
+// monitor thread, which then looks at the processors every 20 µs for a
+// while and so keeps the one the server runs on awake; with raw calls
+// only, the server's thread and its processor went to sleep between one
+// holder's release and the next, and a hot key's handoff (release to
+// next grant, p50) took 100 to 110 µs on a 2-core virtual machine where
+// it takes 31 to 34 µs so (docs/benchmarks.md, "Raw system calls").
+func (w *NowWriter) WritePush(b []byte) (int, error) { return w.write(b, true) }
+
+func (w *NowWriter) write(b []byte, plain bool) (int, error) {
 	if w.rcErr != nil {
 		return 0, w.rcErr
 	}
 	if w.rc == nil {
 		return w.c.Write(b)
 	}
-	w.b, w.written, w.err = b, 0, nil
+	w.b, w.written, w.err, w.plain = b, 0, nil, plain
 	err := w.rc.Write(w.fn)
 	n := w.written
 	if err == nil {
@@ -64,7 +80,11 @@ func (w *NowWriter) Write(b []byte) (int, error) {
 // whatever happened, so that the poller never waits.
 func (w *NowWriter) writeFD(fd uintptr) bool {
 	for w.written < len(w.b) {
-		n, err := WriteNow(int(fd), w.b[w.written:])
+		write := WriteNow
+		if w.plain {
+			write = syscall.Write
+		}
+		n, err := write(int(fd), w.b[w.written:])
 		if n > 0 {
 			w.written += n
 		}
