@@ -636,6 +636,7 @@ func throughput(lcs []*lcdCluster, et *etcdCluster, clients []int, floor ...syst
 	fmt.Println()
 	fmt.Println("| clients | lcd | etcd cycles/s | lcd cycles/s | lcd/etcd | etcd CPU µs/cycle | lcd CPU µs/cycle | lcd/etcd CPU | etcd entries/cycle | lcd entries/cycle | etcd clients' CPU µs/cycle | lcd clients' CPU µs/cycle |")
 	fmt.Println("|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var floorRows []string
 	for _, n := range clients {
 		var e figures
 		l := make([]figures, len(lcdSys))
@@ -650,6 +651,21 @@ func throughput(lcs []*lcdCluster, et *etcdCluster, clients []int, floor ...syst
 				median(ratios(l[i].rate, e.rate, func(x float64) float64 { return x })), us(median(e.cpu)), us(median(l[i].cpu)),
 				median(ratios(l[i].cpu, e.cpu, us)), median(e.entries), median(l[i].entries), us(median(e.clientCPU)), us(median(l[i].clientCPU)))
 		}
+		if len(floor) > 0 {
+			f := l[len(l)-1]
+			for i, sys := range lcdSys[:len(lcdSys)-len(floor)] {
+				floorRows = append(floorRows, fmt.Sprintf("| %d | %s | %.3f | %.3f |", n, sys.name,
+					median(ratios(l[i].rate, f.rate, func(x float64) float64 { return x })), median(ratios(l[i].cpu, f.cpu, us))))
+			}
+		}
+	}
+	if len(floorRows) > 0 {
+		fmt.Println()
+		fmt.Println("Each lcd cluster beside the raft floor, ratios taken per round:")
+		fmt.Println()
+		fmt.Println("| clients | lcd | lcd/floor cycles/s | lcd/floor CPU per cycle |")
+		fmt.Println("|---:|:---|---:|---:|")
+		fmt.Println(strings.Join(floorRows, "\n"))
 	}
 	fmt.Println()
 }
