@@ -207,6 +207,7 @@ type Session struct {
 	replay    *resumeState // between a resume's WELCOME and the answer to its PING
 	err       error        // why the session ended
 	farewell  bool         // the session ended by the client's count: CLOSE it on the server
+	parting   []frame      // farewell: a RELEASE with lapse of each lock the session held
 }
 
 // sconn is one connection of a session.
@@ -884,6 +885,12 @@ func (s *Session) lostDue() {
 	why := fmt.Sprintf("no answer from the server within the session's TTL (%v) less a margin of %v",
 		s.ttl, margin(s.ttl))
 	s.farewell = true
+	for token, h := range s.holds {
+		if !s.letGo[token] {
+			s.parting = append(s.parting, frame{typ: frameRelease,
+				fields: []field{strField(tagKey, h.key), u64Field(tagToken, token), u8Field(tagLapse, 1)}})
+		}
+	}
 	s.endLost(fmt.Errorf("%w: %s", ErrSessionExpired, why), ErrSessionExpired, why)
 }
 
@@ -1073,15 +1080,20 @@ func (e *goodbyeError) final() bool {
 }
 
 // resumeWith returns the first bytes of a resume: the preface, RESUME,
-// and a frame of type typ with no fields, with the next two request ids;
-// and the id of the second frame.
-func (s *Session) resumeWith(typ byte) ([]byte, uint64) {
+// the frames of mid, and a frame of type typ with no fields, with the next
+// request ids in that order; and the id of the last frame.
+func (s *Session) resumeWith(typ byte, mid ...frame) ([]byte, uint64) {
 	s.mu.Lock()
-	s.nextID += 2
-	rid, id := s.nextID-1, s.nextID
+	rid := s.nextID + 1
+	s.nextID += uint64(2 + len(mid))
+	id := s.nextID
 	s.mu.Unlock()
 	b := appendFrame([]byte(preface), frame{typ: frameResume, id: rid,
 		fields: s.credential([]field{u64Field(tagSession, s.id), field{tagSecret, s.secret}})})
+	for i, f := range mid {
+		f.id = rid + 1 + uint64(i)
+		b = appendFrame(b, f)
+	}
 	return appendFrame(b, frame{typ: typ, id: id}), id
 }
 
@@ -1236,8 +1248,14 @@ func (s *Session) run(c *sconn) {
 // leader gave it a fresh TTL (each election does). It tries the
 // addresses in turn with the reconnect's backoff until a server answers
 // (the CLOSE, or that it no longer knows the session) or Close; it makes
-// one attempt at least. Nothing of the session goes with it but a RESUME
-// and a CLOSE: every request of the session failed at its end.
+// one attempt at least. Nothing of the session goes with it but a RESUME,
+// a RELEASE with lapse of each lock the session held (parting), and a
+// CLOSE: every request of the session failed at its end. The RELEASEs end
+// those locks as their leases running out would, so that each key keeps
+// the lock-delay its acquire asked for (a CLOSE alone releases at once: a
+// next holder could be granted while this process still writes, the
+// moment lock-delay is for). A server older than lapse refuses them
+// unsupported, and its CLOSE then releases the locks without the delay.
 func (s *Session) sayFarewell() {
 	for attempt := 1; !s.closeOnServer(); attempt++ {
 		if !s.pause(s.backoff(attempt)) {
@@ -1247,12 +1265,15 @@ func (s *Session) sayFarewell() {
 }
 
 // closeOnServer makes one attempt to close the session on the server: a
-// RESUME and a CLOSE in one write, then the frames up to the CLOSE's
+// RESUME, the RELEASEs of parting and a CLOSE in one write, then the frames up to the CLOSE's
 // answer, within the silence bound. It reports whether the server is done
 // with the session: the CLOSE answered, or the server no longer knows it
 // (or refuses it for good).
 func (s *Session) closeOnServer() bool {
-	b, cid := s.resumeWith(frameClose)
+	s.mu.Lock()
+	parting := s.parting
+	s.mu.Unlock()
+	b, cid := s.resumeWith(frameClose, parting...)
 	addr := s.target()
 	c, _, err := s.handshake(s.ctx, addr, b, s.silence())
 	if err != nil {

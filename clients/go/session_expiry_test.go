@@ -110,3 +110,38 @@ func TestSessionReacquireAfterCancelWhileAway(t *testing.T) {
 		t.Fatalf("token %d, not above the holder's %d", got.lock.Token(), holder.Token())
 	}
 }
+
+// A session that ends by the client's count (no answer within its TTL
+// less the margin) is closed on the server once it can be reached, and
+// its locks end as their leases running out would: a key keeps the
+// lock-delay its acquire asked for, rather than being free at the CLOSE.
+func TestSessionFarewellKeepsLockDelay(t *testing.T) {
+	srv := startServer(t, serverOptions{clock: newFakeClock()})
+	clk := newFakeClock()
+	tn := newTestNet()
+	s := srv.open(lockingcenter.WithTTL(3*time.Second), lockingcenter.WithClock(clk), lockingcenter.WithDialer(tn.dial))
+	mustAcquire(t, s, "fw/delayed", lockingcenter.WithLockDelay(time.Minute))
+	mustAcquire(t, s, "fw/plain")
+	id := s.ID()
+	tn.block()
+	tn.cut()
+	srv.waitDetached(id)
+	for range 2700 {
+		clk.Advance(time.Millisecond)
+	}
+	if !ended(s.Done()) || !errors.Is(s.Err(), lockingcenter.ErrSessionExpired) {
+		t.Fatalf("at 2.7 s: session %v", s.Err())
+	}
+	if _, ok := srv.sessionInfo(id); !ok {
+		t.Fatal("the server ended the session by itself; its clock was not moved")
+	}
+	tn.unblock()
+	eventually(t, "the farewell's close", func() bool { _, ok := srv.sessionInfo(id); return !ok })
+	other := srv.open(lockingcenter.WithClock(newFakeClock()))
+	if l, err := other.Acquire(context.Background(), "fw/delayed", lockingcenter.TryOnce()); !errors.Is(err, lockingcenter.ErrBusy) {
+		t.Fatalf("a try of a key in its lock-delay after the farewell: %v %v, want ErrBusy", l, err)
+	}
+	if _, err := other.Acquire(context.Background(), "fw/plain", lockingcenter.TryOnce()); err != nil {
+		t.Fatalf("a try of a key without a lock-delay after the farewell: %v", err)
+	}
+}
