@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -885,11 +886,22 @@ func (s *Session) lostDue() {
 	why := fmt.Sprintf("no answer from the server within the session's TTL (%v) less a margin of %v",
 		s.ttl, margin(s.ttl))
 	s.farewell = true
+	// The locks held, and those whose RELEASE is still unanswered (a
+	// lease given up here, a Release under way): the server may hold any.
+	parting := map[uint64]string{}
 	for token, h := range s.holds {
 		if !s.letGo[token] {
-			s.parting = append(s.parting, frame{typ: frameRelease,
-				fields: []field{strField(tagKey, h.key), u64Field(tagToken, token), u8Field(tagLapse, 1)}})
+			parting[token] = h.key
 		}
+	}
+	for _, id := range s.inflightIDs() {
+		if r := s.inflight[id]; r.typ == frameRelease {
+			parting[r.token] = r.key
+		}
+	}
+	for _, token := range slices.Sorted(maps.Keys(parting)) {
+		s.parting = append(s.parting, frame{typ: frameRelease,
+			fields: []field{strField(tagKey, parting[token]), u64Field(tagToken, token), u8Field(tagLapse, 1)}})
 	}
 	s.endLost(fmt.Errorf("%w: %s", ErrSessionExpired, why), ErrSessionExpired, why)
 }

@@ -122,6 +122,9 @@ func TestSessionFarewellKeepsLockDelay(t *testing.T) {
 	s := srv.open(lockingcenter.WithTTL(3*time.Second), lockingcenter.WithClock(clk), lockingcenter.WithDialer(tn.dial))
 	mustAcquire(t, s, "fw/delayed", lockingcenter.WithLockDelay(time.Minute))
 	mustAcquire(t, s, "fw/plain")
+	// Its lease ends here before the session does: its RELEASE with lapse
+	// waits for a connection, and goes with the farewell.
+	mustAcquire(t, s, "fw/leased", lockingcenter.WithLease(time.Second), lockingcenter.WithLockDelay(time.Minute))
 	id := s.ID()
 	tn.block()
 	tn.cut()
@@ -140,6 +143,9 @@ func TestSessionFarewellKeepsLockDelay(t *testing.T) {
 	other := srv.open(lockingcenter.WithClock(newFakeClock()))
 	if l, err := other.Acquire(context.Background(), "fw/delayed", lockingcenter.TryOnce()); !errors.Is(err, lockingcenter.ErrBusy) {
 		t.Fatalf("a try of a key in its lock-delay after the farewell: %v %v, want ErrBusy", l, err)
+	}
+	if l, err := other.Acquire(context.Background(), "fw/leased", lockingcenter.TryOnce()); !errors.Is(err, lockingcenter.ErrBusy) {
+		t.Fatalf("a try of a key whose lease ended on the client, after the farewell: %v %v, want ErrBusy", l, err)
 	}
 	if _, err := other.Acquire(context.Background(), "fw/plain", lockingcenter.TryOnce()); err != nil {
 		t.Fatalf("a try of a key without a lock-delay after the farewell: %v", err)
