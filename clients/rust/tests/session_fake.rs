@@ -431,7 +431,10 @@ fn a_lease_runs_out_while_the_session_resumes() {
 
 /// A session that has had no answer for its TTL less the margin ends on
 /// the client, its locks lost, and the client closes it on the server:
-/// RESUME and CLOSE in one write.
+/// RESUME, a RELEASE with lapse of each lock it held (not the orphaned
+/// one), and CLOSE in one write, with ids in that order, so that each key
+/// keeps its lock-delay. The RELEASEs' answers are passed over; the
+/// CLOSE's ends the farewell.
 #[test]
 fn a_session_the_client_counts_expired_is_closed_on_the_server() {
     let (ln, addr) = listen();
@@ -439,23 +442,56 @@ fn a_session_the_client_counts_expired_is_closed_on_the_server() {
         let mut p = Peer::accept(&ln);
         let h = p.frame();
         p.welcome_ttl(h.id, 1_000, 300, vec![]);
-        let a = p.request();
-        p.grant(&a, 4, None);
-        // Then silence: resumes get nothing, until one brings a CLOSE.
+        for token in [4, 5, 6] {
+            let a = p.request();
+            p.grant(&a, token, None);
+        }
+        // Then silence: resumes (RESUME and PING) get nothing, until one
+        // brings something else.
         let mut silent = vec![p];
-        loop {
+        let (mut q, r, second) = loop {
             let mut q = Peer::accept(&ln);
             let r = q.frame();
-            assert_eq!((r.typ, r.uint(tag::SESSION)), (typ::RESUME, Some(SESSION)));
-            if q.frame().typ == typ::CLOSE {
-                return;
+            assert_eq!(
+                (r.typ, r.uint(tag::SESSION), r.get(tag::SECRET)),
+                (typ::RESUME, Some(SESSION), Some(&SECRET[..]))
+            );
+            let f = q.frame();
+            if f.typ != typ::PING {
+                break (q, r, f);
             }
             silent.push(q);
-        }
+        };
+        let mut released = Vec::new();
+        let mut release = |f: &Frame, id: u64| {
+            assert_eq!((f.typ, f.id, f.uint(tag::LAPSE)), (typ::RELEASE, id, Some(1)), "{f:?}");
+            released.push((f.get(tag::KEY).unwrap().to_vec(), f.uint(tag::TOKEN).unwrap()));
+        };
+        release(&second, r.id + 1);
+        let third = q.frame();
+        release(&third, r.id + 2);
+        let close = q.frame();
+        released.sort();
+        assert_eq!(released, vec![(b"a".to_vec(), 4), (b"b".to_vec(), 5)]);
+        assert_eq!((close.typ, close.id), (typ::CLOSE, r.id + 3));
+        q.welcome_ttl(r.id, 1_000, 300, vec![]);
+        q.send(Frame::new(typ::OK, second.id, vec![]));
+        let refused = vec![Field::u8(tag::CODE, code::STALE_TOKEN as u8), Field::bytes(tag::MESSAGE, "stale")];
+        q.send(Frame::new(typ::REFUSED, third.id, refused));
+        let mut rest = [0u8; 64];
+        q.conn.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        let early = q.conn.read(&mut rest);
+        assert!(early.is_err(), "the client left before the CLOSE's answer: {early:?}");
+        q.conn.set_read_timeout(None).unwrap();
+        q.send(Frame::new(typ::OK, close.id, vec![]));
+        assert_eq!(q.conn.read(&mut rest).expect("read"), 0, "the client sends nothing after the CLOSE");
     });
     let s = Session::connect(&addr, opts()).unwrap();
-    let g = s.acquire("k", AcquireOptions::new()).unwrap();
-    assert_eq!(g.wait_lost(Duration::from_secs(30)), Some(LostReason::SessionExpired));
+    let a = s.acquire("a", AcquireOptions::new()).unwrap();
+    let b = s.acquire("b", AcquireOptions::new()).unwrap();
+    s.acquire("o", AcquireOptions::new()).unwrap().orphan();
+    assert_eq!(a.wait_lost(Duration::from_secs(30)), Some(LostReason::SessionExpired));
+    assert_eq!(b.lost(), Some(LostReason::SessionExpired));
     assert!(matches!(s.ended(), Some(Error::SessionExpired(_))));
     server.join().unwrap();
 }

@@ -31,9 +31,10 @@ impl Inner {
                     self.ttl,
                     margin(self.ttl)
                 );
+                let parting = Self::parting(&g);
                 self.end(&mut g, Error::SessionExpired(why), LostReason::SessionExpired);
                 drop(g);
-                self.farewell();
+                self.farewell(&parting);
                 return;
             }
             let mut next = self.lost_deadline(&g);
@@ -124,6 +125,19 @@ impl Inner {
             self.enqueue_release(g, &key, token, None, r);
         }
         next
+    }
+
+    /// A RELEASE with `lapse` of each lock the session holds and has not
+    /// orphaned, to go with the farewell (ids are given when it is sent).
+    fn parting(g: &State) -> Vec<Frame> {
+        g.holds
+            .iter()
+            .filter(|(t, _)| !g.let_go.contains(*t))
+            .map(|(t, h)| {
+                let fields = vec![Field::bytes(tag::KEY, &h.key), Field::u64(tag::TOKEN, *t), Field::u8(tag::LAPSE, 1)];
+                Frame::new(typ::RELEASE, 0, fields)
+            })
+            .collect()
     }
 
     pub(super) fn follow(&self, g: &mut State, leader: String) {
@@ -221,22 +235,24 @@ impl Inner {
         }
     }
 
-    /// One attempt to resume: RESUME and a PING in one write; on WELCOME
-    /// the connection is attached, the requests the server never got are
-    /// queued again and a reader started.
-    /// The first bytes of a resume: the preface, RESUME, and a frame of
-    /// type `then` without fields, with the next two request ids; the
-    /// address to try, and the second frame's id.
-    fn resume_with(&self, then: u8) -> (Vec<u8>, u64, String) {
+    /// The first bytes of a resume: the preface, RESUME, the frames of
+    /// `mid`, and a frame of type `then` without fields, with the next
+    /// request ids in that order; the address to try, and the last frame's
+    /// id.
+    fn resume_with(&self, then: u8, mid: &[Frame]) -> (Vec<u8>, u64, String) {
         let mut g = lock(&self.st);
-        g.next_id += 2;
-        let (rid, id) = (g.next_id - 1, g.next_id);
+        let rid = g.next_id + 1;
+        g.next_id += 2 + mid.len() as u64;
+        let id = g.next_id;
         let mut fields = vec![Field::u64(tag::SESSION, self.id), Field::bytes(tag::SECRET, &self.secret)];
         if let Some(t) = &self.opts.token {
             fields.push(Field::bytes(tag::CREDENTIAL, t));
         }
         let mut b = PREFACE.to_vec();
         Frame::new(typ::RESUME, rid, fields).encode_into(&mut b);
+        for (f, fid) in mid.iter().zip(rid + 1..) {
+            Frame { id: fid, ..f.clone() }.encode_into(&mut b);
+        }
         Frame::new(then, id, Vec::new()).encode_into(&mut b);
         (b, id, self.target(&mut g))
     }
@@ -255,13 +271,20 @@ impl Inner {
 
     /// Closes on the server a session the client counted expired (the
     /// server may keep it, and its locks, until its own TTL, or longer
-    /// after an election): RESUME and CLOSE in one write, at each address
-    /// in turn until a server answers, each attempt within the silence
-    /// bound. Best effort: nothing else of the session goes with it.
-    fn farewell(&self) {
+    /// after an election): RESUME, the RELEASEs of `parting` and CLOSE in
+    /// one write, at each address in turn until a server answers, each
+    /// attempt within the silence bound. The RELEASEs carry `lapse`, so
+    /// each lock ends as its lease running out would and its key keeps
+    /// the lock-delay its acquire asked for; a CLOSE alone would free the
+    /// key at once, while this process may still be writing under the
+    /// lock. (A server without `lapse` refuses them `unsupported`, and its
+    /// CLOSE frees the locks without the delay.) Their answers are passed
+    /// over; the CLOSE's ends the wait. Best effort: nothing else of the
+    /// session goes with it.
+    fn farewell(&self, parting: &[Frame]) {
         let tries = lock(&self.st).addrs.len();
         for _ in 0..tries {
-            let (first, close, addr) = self.resume_with(typ::CLOSE);
+            let (first, close, addr) = self.resume_with(typ::CLOSE, parting);
             match handshake(&addr, &first, &self.opts, self.silence()) {
                 Ok((stream, mut rd, _)) => {
                     let _ = stream.set_read_timeout(Some(self.silence()));
@@ -279,8 +302,11 @@ impl Inner {
         }
     }
 
+    /// One attempt to resume: RESUME and a PING in one write; on WELCOME
+    /// the connection is attached, the requests the server never got are
+    /// queued again and a reader started.
     fn resume(self: &Arc<Self>) -> std::result::Result<(), Failure> {
-        let (first, sync, addr) = self.resume_with(typ::PING);
+        let (first, sync, addr) = self.resume_with(typ::PING, &[]);
         let sent_at = Instant::now();
         let res = handshake(&addr, &first, &self.opts, self.silence());
         let mut g = lock(&self.st);
