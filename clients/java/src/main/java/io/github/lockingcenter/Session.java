@@ -236,6 +236,7 @@ public final class Session implements AutoCloseable {
     private ResumeState replay;
     private SessionException err;
     private boolean farewell;
+    private List<List<Frame.Field>> parting = List.of(); // farewell: a RELEASE with lapse of each lock the session held
     private boolean suspended;
 
     private Session(String addr, List<String> addrs, SessionOptions cfg) {
@@ -1136,6 +1137,14 @@ public final class Session implements AutoCloseable {
             String why = "no answer from the server within the session's TTL (" + ttlNs / 1_000_000
                     + " ms) less a margin of " + margin(ttlNs) / 1_000_000 + " ms";
             farewell = true;
+            List<List<Frame.Field>> rel = new ArrayList<>();
+            for (Hold h : holds.values()) {
+                if (!letGo.contains(h.token)) {
+                    rel.add(List.of(Frame.Field.bytes(Frame.KEY, h.keyBytes), Frame.Field.u64(Frame.TOKEN, h.token),
+                            Frame.Field.u8(Frame.LAPSE, 1)));
+                }
+            }
+            parting = rel;
             endLost(new SessionException.SessionExpired("session " + id + " at " + addr + ": " + why),
                     LostReason.SESSION_EXPIRED, why);
         } finally {
@@ -1425,13 +1434,17 @@ public final class Session implements AutoCloseable {
         }
     }
 
-    /** The first bytes of a resume: the preface, RESUME and a frame of type with no fields; its id in idOut[0]. */
-    private byte[] resumeWith(int type, long[] idOut) {
+    /**
+     * The first bytes of a resume: the preface, RESUME, a RELEASE of each
+     * field list of releases, and a frame of type with no fields, with the
+     * next request ids in that order; the id of the last frame in idOut[0].
+     */
+    private byte[] resumeWith(int type, long[] idOut, List<List<Frame.Field>> releases) {
         long rid;
         mu.lock();
         try {
-            nextId += 2;
-            rid = nextId - 1;
+            rid = nextId + 1;
+            nextId += 2 + releases.size();
             idOut[0] = nextId;
         } finally {
             unlock();
@@ -1443,6 +1456,9 @@ public final class Session implements AutoCloseable {
         ByteArrayOutputStream b = new ByteArrayOutputStream();
         b.writeBytes(Frame.PREFACE);
         Frame.encode(b, Frame.RESUME, rid, fields);
+        for (int i = 0; i < releases.size(); i++) {
+            Frame.encode(b, Frame.RELEASE, rid + 1 + i, releases.get(i));
+        }
         Frame.encode(b, type, idOut[0], List.of());
         return b.toByteArray();
     }
@@ -1450,7 +1466,7 @@ public final class Session implements AutoCloseable {
     /** Opens a connection and resumes the session on it; attaches it and queues again what the server never got. */
     private Conn resume() throws SessionException {
         long[] sync = new long[1];
-        byte[] b = resumeWith(Frame.PING, sync);
+        byte[] b = resumeWith(Frame.PING, sync, List.of());
         long sentAt = System.nanoTime();
         String a = target();
         Conn c;
@@ -1806,10 +1822,27 @@ public final class Session implements AutoCloseable {
         return last != null ? last : new SessionException.Connection("the connection dropped before the answer", null);
     }
 
-    /** Closes on the server a session the client counted expired: RESUME and CLOSE, one attempt. */
+    /**
+     * Closes on the server a session the client counted expired, one
+     * attempt: RESUME, a RELEASE with lapse of each lock the session held
+     * (parting), and CLOSE, in one write; then the frames up to the CLOSE's
+     * answer (the releases' answers are passed over). The releases end
+     * those locks as their leases running out would, so that each key
+     * keeps the lock-delay its acquire asked for: a CLOSE alone releases
+     * at once, and a next holder could be granted while this process still
+     * writes. A server that does not know lapse refuses them, and its CLOSE
+     * then releases the locks without the delay.
+     */
     private void closeOnServer() {
         long[] cid = new long[1];
-        byte[] b = resumeWith(Frame.CLOSE, cid);
+        List<List<Frame.Field>> rel;
+        mu.lock();
+        try {
+            rel = parting;
+        } finally {
+            unlock();
+        }
+        byte[] b = resumeWith(Frame.CLOSE, cid, rel);
         String a = target();
         Conn c;
         try {

@@ -7,6 +7,7 @@ import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
+import java.net.SocketTimeoutException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -19,8 +20,9 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * The session client against scripted servers: leader following, a resume
- * whose WELCOME comes in MORE frames, a silent connection, and a lease
- * given up at the client's deadline with RELEASE lapse.
+ * whose WELCOME comes in MORE frames, a silent connection, a lease
+ * given up at the client's deadline with RELEASE lapse, and the farewell
+ * of a session the client counted expired.
  */
 final class SessionFakeTest {
     private SessionFakeTest() {}
@@ -63,8 +65,12 @@ final class SessionFakeTest {
         }
 
         void welcome(long id, long keepaliveMs, Frame.Field... more) throws IOException {
+            welcome(id, 30_000, keepaliveMs, more);
+        }
+
+        void welcome(long id, long ttlMs, long keepaliveMs, Frame.Field... more) throws IOException {
             List<Frame.Field> f = new ArrayList<>(List.of(Frame.Field.u64(Frame.SESSION, 42),
-                    Frame.Field.bytes(Frame.SECRET, SECRET), Frame.Field.u32(Frame.TTL, 30_000),
+                    Frame.Field.bytes(Frame.SECRET, SECRET), Frame.Field.u32(Frame.TTL, ttlMs),
                     Frame.Field.u32(Frame.KEEPALIVE, keepaliveMs), Frame.Field.str(Frame.SERVER, "fake")));
             f.addAll(List.of(more));
             out.write(Frame.encode(Frame.WELCOME, id, f));
@@ -297,6 +303,62 @@ final class SessionFakeTest {
                 p.send(Frame.OK, rel.id);
                 released.get(20, TimeUnit.SECONDS);
                 close(s, p);
+            }
+        });
+        check.test("fake: a session counted expired here is closed on the server with a RELEASE lapse of each lock it held before the CLOSE", () -> {
+            try (Server srv = new Server()) {
+                CompletableFuture<Void> ended = new CompletableFuture<>();
+                CompletableFuture<Session> cs = connectAsync(srv.addr(), SessionOptions.defaults().onStateChange(st -> {
+                    if (st == ConnectionState.LOST) {
+                        ended.complete(null);
+                    }
+                }));
+                Peer p = srv.accept();
+                Frame hello = p.next();
+                Check.equal(hello.type, Frame.HELLO, "first frame");
+                // The TTL less its margin (900 ms) passes before the first PING (1 s) and the silence bound.
+                p.welcome(hello.id, 1_000, 1_000);
+                Session s = cs.get(20, TimeUnit.SECONDS);
+                grant(s, p, "fw/a", 5);
+                grant(s, p, "fw/b", -3L);
+                grant(s, p, "fw/left", 9).lock.orphan();
+                // From here p answers nothing: the session ends by the client's count.
+                ended.get(20, TimeUnit.SECONDS);
+                Check.isTrue(!s.isOpen(), "the session is open after its TTL");
+                Peer q = srv.accept();
+                Frame resume = q.next();
+                Check.equal(resume.type, Frame.RESUME, "the farewell's first frame");
+                Check.equal(resume.uint(Frame.SESSION, 0), 42L, "the session resumed");
+                Check.isTrue(Arrays.equals(resume.get(Frame.SECRET), SECRET), "the RESUME's secret");
+                List<String> released = new ArrayList<>();
+                long id = resume.id;
+                Frame f;
+                for (;;) {
+                    f = q.next();
+                    Check.equal(f.id, id + 1, "the id after " + id);
+                    id = f.id;
+                    if (f.type != Frame.RELEASE) {
+                        break;
+                    }
+                    Check.equal(f.uint(Frame.LAPSE, 0), 1L, "the lapse of the release of " + f.string(Frame.KEY));
+                    released.add(f.string(Frame.KEY) + "/" + Long.toUnsignedString(f.uint(Frame.TOKEN, 0)));
+                }
+                Check.equal(f.type, Frame.CLOSE, "the farewell's last frame");
+                released.sort(null);
+                Check.equal(released, List.of("fw/a/5", "fw/b/18446744073709551613"),
+                        "the locks released with lapse (not the orphaned one)");
+                // The releases' answers are passed over: only the CLOSE's ends the farewell.
+                q.welcome(resume.id, 1_000, 1_000);
+                q.send(Frame.OK, resume.id + 1);
+                q.send(Frame.REFUSED, resume.id + 2, Frame.Field.u8(Frame.CODE, 8), Frame.Field.str(Frame.MESSAGE, "tag 0x23"));
+                q.socket.setSoTimeout(300);
+                Throwable waited = Check.thrown(q::next, "a frame after the releases' answers");
+                Check.isTrue(waited instanceof SocketTimeoutException, "the farewell ended before the CLOSE's answer: " + waited);
+                q.socket.setSoTimeout(20_000);
+                q.send(Frame.OK, f.id);
+                Check.isTrue(Check.thrown(q::next, "a frame after the CLOSE's answer") instanceof IOException,
+                        "the farewell's connection was not closed after the CLOSE's answer");
+                s.close();
             }
         });
         check.test("fake: GOODBYE session_expired loses every lock, says LOST, and fails what comes after", () -> {
