@@ -170,6 +170,24 @@ def holders(manager: str) -> list[dict[str, object]]:
     return out
 
 
+def sessions(manager: str) -> list[int]:
+    """The ids of the sessions the server keeps (management command 6,
+    docs/protocol.md)."""
+    b = management(manager, bytes([6]))
+    if not b.startswith(b"+"):
+        raise RuntimeError(f"management command 6 answered {b[:1]!r}")
+    (n,) = struct.unpack_from(">I", b, 1)
+    i, out = 5, []
+    for _ in range(n):
+        (sid,) = struct.unpack_from(">Q", b, i)
+        i += 8
+        for _ in range(2):  # name, remote address
+            i += 1 + b[i]
+        i += 8 + 8 + 4 + 4  # ttl, idle, held, parked
+        out.append(sid)
+    return out
+
+
 def is_leader(manager: str) -> bool:
     """A node of a cluster answers the listing of keys only while it leads."""
     try:

@@ -10,7 +10,7 @@ import unittest
 
 import lockingcenter as lc
 from fakelcd import SECRET, FakeConn, FakeLcd, held_item, parked_item, until
-from lockingcenter import Code, FrameType, LostReason, Tag
+from lockingcenter import Code, Frame, FrameType, LostReason, Tag
 from lockingcenter._frames import u8, u64
 
 from conformance import Background
@@ -77,6 +77,47 @@ class Resume:
         c.granted(d2, 400)
         c.granted(b, 200)  # type: ignore[arg-type]
         serve_forever(c)
+
+
+class Farewell:
+    """A server that grants k (token 7) and o (token 8), then never answers
+    again, and takes the farewell of the session the client counts expired:
+    it keeps the farewell's frames, refuses its RELEASE (passed over by the
+    client) and answers its CLOSE."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.frames: list[Frame] = []
+
+    def script(self, c: FakeConn) -> None:
+        if c.index == 0:
+            c.welcome(c.expect(FrameType.HELLO), ttl_ms=1000, keepalive_ms=333)
+            c.granted(c.expect(FrameType.ACQUIRE), 7)
+            c.granted(c.expect(FrameType.ACQUIRE), 8)
+            while True:
+                c.read(10)  # never answers again
+        r = c.expect(FrameType.RESUME)
+        f = c.read()
+        if f.type == FrameType.PING:
+            while True:
+                c.read(10)  # a resume: never answered
+        self.frames = [r, f]
+        while f.type != FrameType.CLOSE:
+            self.frames.append(f := c.read())
+        c.welcome(r, ttl_ms=1000, keepalive_ms=333,
+                  extra=[u64(Tag.APPLIED, 0), held_item(b"k", 7, 2), held_item(b"o", 8, 3)])  # fmt: skip
+        for rel in self.frames[1:-1]:
+            c.send(FrameType.REFUSED, rel.id, [u8(Tag.CODE, Code.STALE_TOKEN)])
+        c.ok(f)
+        self.done.set()
+
+    def check(self, t: unittest.TestCase) -> None:
+        """The farewell is RESUME, a RELEASE with lapse of k (not of the
+        orphaned o) and CLOSE, with ids one after another."""
+        t.assertEqual([f.type for f in self.frames], [FrameType.RESUME, FrameType.RELEASE, FrameType.CLOSE])
+        r, rel, close = self.frames
+        t.assertEqual((rel.get(Tag.KEY), rel.uint(Tag.TOKEN), rel.uint(Tag.LAPSE)), (b"k", 7, 1))
+        t.assertEqual([rel.id, close.id], [r.id + 1, r.id + 2])
 
 
 class ThreadSession(unittest.TestCase):
@@ -183,27 +224,11 @@ class ThreadSession(unittest.TestCase):
                 lc.Session(f.address).open()
 
     def test_client_counts_the_session_expired(self) -> None:
-        farewell = threading.Event()
-
-        def script(c: FakeConn) -> None:
-            if c.index == 0:
-                c.welcome(c.expect(FrameType.HELLO), ttl_ms=1000, keepalive_ms=333)
-                c.granted(c.expect(FrameType.ACQUIRE), 7)
-                while True:
-                    c.read(10)  # never answers again
-            r = c.expect(FrameType.RESUME)
-            then = c.read()
-            if then.type == FrameType.CLOSE:
-                c.welcome(r, ttl_ms=1000, keepalive_ms=333, extra=[u64(Tag.APPLIED, 0), held_item(b"k", 7, 2)])
-                c.ok(then)
-                farewell.set()
-                return
-            while True:
-                c.read(10)  # a resume: never answered
-
-        with FakeLcd(script) as fake:
+        plan = Farewell()
+        with FakeLcd(plan.script) as fake:
             s = lc.Session(fake.address).open()
-            lk = s.acquire("k")
+            lk, kept = s.acquire("k"), s.acquire("o")
+            kept.orphan()
             t0 = time.monotonic()
             self.assertTrue(lk.lost.wait(3))
             took = time.monotonic() - t0
@@ -215,9 +240,10 @@ class ThreadSession(unittest.TestCase):
             self.assertIsInstance(s.error, lc.SessionExpiredError)
             with self.assertRaises(lc.SessionExpiredError):
                 s.acquire("other")
-            self.assertTrue(farewell.wait(5), "the session was not closed on the server")
+            self.assertTrue(plan.done.wait(5), "the session was not closed on the server")
             s.close()
             fake.check()
+        plan.check(self)
 
     def test_goodbye_session_expired(self) -> None:
         def script(c: FakeConn) -> None:
@@ -355,6 +381,24 @@ class AsyncSessions(unittest.TestCase):
             asyncio.run(asyncio.wait_for(client(fake.address), 20))
             fake.check()
         self.assertEqual(plan.released, [999])
+
+    def test_client_counts_the_session_expired(self) -> None:
+        plan = Farewell()
+
+        async def client(address: str) -> None:
+            s = await lc.AsyncSession(address).open()
+            lk, kept = await s.acquire("k"), await s.acquire("o")
+            kept.orphan()
+            await asyncio.wait_for(lk.lost.wait(), 3)
+            self.assertIs(lk.cause.reason, LostReason.SESSION_EXPIRED)  # type: ignore[union-attr]
+            while not plan.done.is_set():
+                await asyncio.sleep(0.01)
+            await s.close()
+
+        with FakeLcd(plan.script) as fake:
+            asyncio.run(asyncio.wait_for(client(fake.address), 10))
+            fake.check()
+        plan.check(self)
 
     def test_cancel_sends_cancel(self) -> None:
         cancels: list[int] = []

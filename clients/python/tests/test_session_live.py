@@ -18,6 +18,7 @@ import unittest
 
 import lcdproc
 import lockingcenter as lc
+import lockingcenter._core as core_module
 from fakelcd import until
 from lockingcenter import LostReason
 
@@ -394,6 +395,28 @@ class Single(unittest.TestCase):
         self.assertEqual(holder_tokens(self.lcd.manager, ka), [a.fencing_token])
         self.assertEqual(holder_tokens(self.lcd.manager, kb), [got[0].fencing_token])
         self.assertTrue(a.held)
+
+    def test_farewell_keeps_lock_delay(self) -> None:
+        # The client's clock jumps past the session's TTL while the server's
+        # does not: the client counts the session expired while the server
+        # keeps it, and the farewell then reaches the server.
+        offset = [0.0]
+        real = core_module.now
+        core_module.now = lambda: real() + offset[0]
+        self.addCleanup(setattr, core_module, "now", real)
+        delayed, plain = self.key() + "/delayed", self.key() + "/plain"
+        s = self.session(ttl=10)
+        lk = s.acquire(delayed, lock_delay=30)
+        s.acquire(plain)
+        offset[0] = 20.0
+        s._wake()
+        self.assertTrue(lk.lost.wait(5))
+        self.assertIs(lk.cause.reason, LostReason.SESSION_EXPIRED)  # type: ignore[union-attr]
+        until(lambda: s.session_id not in lcdproc.sessions(self.lcd.manager))
+        offset[0] = 0.0
+        other = self.session()
+        self.assertIsNone(other.try_lock(delayed), "a key in its lock-delay after the farewell")
+        other.try_lock(plain).release()  # type: ignore[union-attr]
 
     def test_silent_server(self) -> None:
         import socket

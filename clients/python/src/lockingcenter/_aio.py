@@ -20,7 +20,7 @@ from ._errors import (
     ProtocolError,
     ReadTimeoutError,
 )
-from ._frames import Frame, FrameDecoder, FrameType
+from ._frames import Frame, FrameDecoder
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # for type checkers only
@@ -462,7 +462,7 @@ class AsyncSession(SessionBase):
         assert self._stop is not None
         until, attempt = core.farewell_until(), 0
         while not self._stop.is_set() and now() < until:
-            payload, close_id, addr, bound, _ = core.start_resume(FrameType.CLOSE)
+            payload, close_id, addr, bound = core.start_farewell()
             try:
                 conn, welcome = await self._handshake(addr, payload, bound)
             except LockingCenterError as e:

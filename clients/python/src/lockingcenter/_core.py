@@ -539,6 +539,7 @@ class Core:
         self.replay: _Replay | None = None
         self.error: LockingCenterError | None = None  # why the session ended
         self.farewell = False  # ended by the client's count: close it on the server
+        self.parting: list[tuple[bytes, int]] = []  # farewell: (key, token) of each lock it held
         self._attempt = self._hops = 0  # reconnect attempts since the last success; leaders followed
 
     # --- addresses ---
@@ -624,15 +625,21 @@ class Core:
         self.server = f.text(Tag.SERVER)
         self.last_ack = sent_at
 
-    def resume_frames(self, then: int = FrameType.PING) -> tuple[bytes, int]:
-        """The preface, a RESUME and a frame of type ``then`` without
-        fields; returns them and the second frame's id."""
-        self.next_id += 2
-        rid, then_id = self.next_id - 1, self.next_id
+    def resume_frames(self, then: int = FrameType.PING, lapse: Sequence[tuple[bytes, int]] = ()) -> tuple[bytes, int]:
+        """The preface, a RESUME, a RELEASE with lapse of each (key, token)
+        of ``lapse``, and a frame of type ``then`` without fields, with the
+        next request ids in that order; returns them and the last frame's
+        id."""
+        rid = self.next_id + 1
+        self.next_id += 2 + len(lapse)
+        then_id = self.next_id
         fields: list[Field] = [u64(Tag.SESSION, self.session_id), (Tag.SECRET, self.secret)]
         if self.credential:
             fields.append((Tag.CREDENTIAL, self.credential))
-        return PREFACE + encode_frame(FrameType.RESUME, rid, fields) + encode_frame(then, then_id), then_id
+        out = PREFACE + encode_frame(FrameType.RESUME, rid, fields)
+        for i, (key, token) in enumerate(lapse, rid + 1):
+            out += encode_frame(FrameType.RELEASE, i, [(Tag.KEY, key), u64(Tag.TOKEN, token), u8(Tag.LAPSE, 1)])
+        return out + encode_frame(then, then_id), then_id
 
     def attach(self, conn: Any, addr: str) -> None:
         """Attach the connection that the HELLO opened."""
@@ -1042,6 +1049,7 @@ class Core:
         if t >= self._lost_deadline():
             why = f"no answer from the server within the session's TTL ({self.ttl:g} s) less {margin(self.ttl):g} s"
             self.farewell = True
+            self.parting = [(h.key, token) for token, h in self.holds.items() if token not in self.letgo]
             self.end(SessionExpiredError(f"session {self.session_id}: {why}"), LostReason.SESSION_EXPIRED, why)
             return None
         conn = self.conn
@@ -1107,6 +1115,19 @@ class Core:
         payload, then_id = self.resume_frames(then)
         return payload, then_id, self.target(), self.handshake_bound(), now()
 
+    def start_farewell(self) -> tuple[bytes, int, str, float | None]:
+        """What an attempt of the farewell sends and where: the bytes (a
+        RESUME, a RELEASE with lapse of each lock the session held when the
+        client counted it expired, and a CLOSE), the CLOSE's id, the
+        address and the bound of the attempt. The RELEASEs end those locks
+        as their leases running out would, so that each key keeps the
+        lock-delay its acquire asked for; a CLOSE alone would free them at
+        once, while this process may still be writing. A server older than
+        lapse refuses them unsupported, and its CLOSE then frees the locks
+        without the delay."""
+        payload, close_id = self.resume_frames(FrameType.CLOSE, self.parting)
+        return payload, close_id, self.target(), self.handshake_bound()
+
     def resume_failed(self, addr: str, err: LockingCenterError) -> None:
         """An attempt to resume at addr failed with err: the next goes
         elsewhere, and a refusal no node would take back ends the session."""
@@ -1121,10 +1142,11 @@ class Core:
         return now() + max(3 * self.ttl, 10.0)
 
     def farewell_answer(self, frames: Sequence[Frame], close_id: int) -> bool | None:
-        """What the frames on the connection of a farewell (RESUME and
-        CLOSE) say: True once the server is done with the session (the
-        CLOSE answered, or a refusal for good), False when this attempt
-        failed, None to read on."""
+        """What the frames on the connection of a farewell (RESUME,
+        RELEASEs and CLOSE) say: True once the server is done with the
+        session (the CLOSE answered, or a refusal for good), False when this
+        attempt failed, None to read on. The RELEASEs' answers, OK or a
+        refusal, are passed over."""
         for f in frames:
             if f.type == FrameType.OK and f.id == close_id:
                 return True

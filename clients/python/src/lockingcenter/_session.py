@@ -623,14 +623,16 @@ class Session(SessionBase):
 
     def _farewell(self) -> None:
         """Close on the server a session that the client counted expired:
-        RESUME and CLOSE, at each address in turn, until a server answers,
-        close(), or Core.farewell_until; the server then frees at once what
-        it still holds for the session."""
+        RESUME, a RELEASE with lapse of each lock it held, and CLOSE
+        (Core.start_farewell), at each address in turn, until a server
+        answers, close(), or Core.farewell_until; the server then ends those
+        locks as their leases running out would (each key keeps its
+        lock-delay) and frees at once what else it has for the session."""
         core = self._core
         until, attempt = core.farewell_until(), 0
         while not self._stop.is_set() and now() < until:
             with self._mu:
-                payload, close_id, addr, bound, _ = core.start_resume(FrameType.CLOSE)
+                payload, close_id, addr, bound = core.start_farewell()
             try:
                 conn, _, frames, dec = self._handshake(addr, payload, bound)
             except LockingCenterError as e:
