@@ -391,6 +391,7 @@ class Session extends EventTarget {
   #ac = new AbortController();
   #closing = null;
   #farewell = false;
+  #parting = []; // farewell: the fields of a RELEASE with lapse of each lock the session held
 
   /** @internal Use Session.connect. */
   constructor(addresses, options = {}) {
@@ -625,9 +626,7 @@ class Session extends EventTarget {
     r.token = token;
     r.lock = lock;
     r.op = 'release';
-    const fields = [field.bytes(Tag.KEY, keyBytes), field.u64(Tag.TOKEN, token)];
-    if (lapse) fields.push(field.u8(Tag.LAPSE, 1));
-    this.#enqueue(r, fields);
+    this.#enqueue(r, releaseFields(keyBytes, token, lapse));
     return r;
   }
 
@@ -797,6 +796,9 @@ class Session extends EventTarget {
     }
     const why = `no answer from the server within the session's TTL (${this.#ttl} ms) less a margin of ${margin(this.#ttl)} ms`;
     this.#farewell = true;
+    for (const h of this.#holds.values()) {
+      if (!this.#letGo.has(h.token)) this.#parting.push(releaseFields(h.keyBytes, h.token, true));
+    }
     this.#endLost(new E.SessionExpiredError(`session ${this.#id}: ${why}`), 'session_expired', why);
   }
 
@@ -1118,14 +1120,19 @@ class Session extends EventTarget {
     this.#attach(got.conn);
   }
 
-  /** The first bytes of a resume: the preface, RESUME, and a frame of type with no fields; and that frame's id. */
-  #resumeBytes(type) {
-    this.#nextId += 2n;
-    const rid = this.#nextId - 1n;
+  /**
+   * The first bytes of a resume: the preface, RESUME, a RELEASE of each
+   * field list of releases, and a frame of type with no fields, with the
+   * next ids in that order; and the last frame's id.
+   */
+  #resumeBytes(type, releases = []) {
+    const rid = this.#nextId + 1n;
+    this.#nextId += BigInt(2 + releases.length);
     const id = this.#nextId;
     const fields = [field.u64(Tag.SESSION, this.#id), field.bytes(Tag.SECRET, this.#secret)];
     if (this.#token) fields.push(field.bytes(Tag.CREDENTIAL, this.#token));
-    return { bytes: Buffer.concat([PREFACE, encodeFrame(Type.RESUME, rid, fields), encodeFrame(type, id, [])]), id };
+    const mid = releases.map((f, i) => encodeFrame(Type.RELEASE, rid + 1n + BigInt(i), f));
+    return { bytes: Buffer.concat([PREFACE, encodeFrame(Type.RESUME, rid, fields), ...mid, encodeFrame(type, id, [])]), id };
   }
 
   #startReconnect() {
@@ -1515,10 +1522,17 @@ class Session extends EventTarget {
   }
 
   /**
-   * Closes on the server a session the client counted expired: RESUME and
-   * CLOSE, tried at the addresses in turn with the reconnect's backoff,
-   * until a server answers (or says it no longer knows the session) or
-   * close() is called. Its sockets and timers do not keep Node running.
+   * Closes on the server a session the client counted expired: RESUME, a
+   * RELEASE with lapse of each lock the session held (parting) and CLOSE,
+   * tried at the addresses in turn with the reconnect's backoff, until a
+   * server answers the CLOSE (or says it no longer knows the session) or
+   * close() is called. The RELEASEs end those locks as their leases running
+   * out would, so each key keeps the lock-delay its acquire asked for; a
+   * CLOSE alone frees them at once, and a next holder could be granted
+   * while this process still writes. Their answers are passed over: a
+   * server older than lapse refuses them unsupported, and its CLOSE then
+   * frees the locks without the delay. Its sockets and timers do not keep
+   * Node running.
    */
   async #sayFarewell() {
     for (let attempt = 1; !this.#closing; attempt++) {
@@ -1528,7 +1542,7 @@ class Session extends EventTarget {
   }
 
   async #closeOnServer() {
-    const { bytes, id: cid } = this.#resumeBytes(Type.CLOSE);
+    const { bytes, id: cid } = this.#resumeBytes(Type.CLOSE, this.#parting);
     const addr = this.#target();
     let got;
     try {
@@ -1576,6 +1590,13 @@ class Session extends EventTarget {
       onData(Buffer.alloc(0));
     });
   }
+}
+
+/** The fields of a RELEASE of token on keyBytes; with lapse, one that ends it as its lease running out would. */
+function releaseFields(keyBytes, token, lapse) {
+  const fields = [field.bytes(Tag.KEY, keyBytes), field.u64(Tag.TOKEN, token)];
+  if (lapse) fields.push(field.u8(Tag.LAPSE, 1));
+  return fields;
 }
 
 /** How a message names request r: 'acquire "k"'. */

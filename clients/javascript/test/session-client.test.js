@@ -381,6 +381,46 @@ test('a session whose server answers nothing for its TTL less the margin ends as
   }
 });
 
+test('the farewell of a session counted expired releases each lock it held with lapse, between its RESUME and its CLOSE', async () => {
+  const tokens = { d: 3n, p: 4n, o: 5n };
+  const server = await fakeSessionServer((f, conn) => {
+    if (f.type === Type.HELLO) conn.welcome(f.id, { TTL_MS: 1000, KEEPALIVE_MS: 5000 });
+    if (f.type === Type.ACQUIRE) conn.send(Type.GRANTED, f.id, { KEY: f.get(Tag.KEY), TOKEN: tokens[f.text(Tag.KEY)], COUNT: 1 });
+    // A resume is answered only when a CLOSE follows it (the farewell):
+    // the session is still kept here, but the client hears nothing before.
+    if (f.type === Type.RESUME) conn.sent = [f];
+    if (f.type === Type.RELEASE) conn.sent?.push(f);
+    if (f.type === Type.CLOSE && conn.sent) {
+      const [resume, ...releases] = conn.sent;
+      conn.welcome(resume.id, { TTL_MS: 1000, KEEPALIVE_MS: 5000 });
+      for (const r of releases) conn.send(Type.REFUSED, r.id, { CODE: Code.stale_token, MESSAGE: 'passed over' });
+      conn.send(Type.OK, f.id);
+    }
+  });
+  try {
+    const s = await Session.connect(server.address, { ttlMs: 1000 });
+    await s.acquire('d', { lockDelayMs: 5000 });
+    await s.acquire('p');
+    (await s.acquire('o')).orphan();
+    await once(s.signal, 'abort');
+    assert.ok(s.signal.reason instanceof lc.SessionExpiredError, String(s.signal.reason));
+    await until(() => server.frames.some((x) => x.conn > 0 && x.frame.type === Type.CLOSE));
+    const farewell = server.frames.filter((x) => x.conn === server.frames.find((y) => y.frame.type === Type.CLOSE).conn).map((x) => x.frame);
+    assert.deepEqual(farewell.map((f) => f.type), [Type.RESUME, Type.RELEASE, Type.RELEASE, Type.CLOSE]);
+    const [resume, ...rest] = farewell;
+    assert.equal(resume.big(Tag.SESSION), 7n);
+    assert.deepEqual(rest.map((f) => f.id), [1n, 2n, 3n].map((n) => resume.id + n), 'ids in order');
+    assert.deepEqual(
+      rest.slice(0, 2).map((f) => [f.text(Tag.KEY), f.big(Tag.TOKEN), f.num(Tag.LAPSE)]),
+      [['d', 3n, 1], ['p', 4n, 1]],
+      'a RELEASE with lapse of each lock held, none of the one orphaned',
+    );
+    await s.close();
+  } finally {
+    await server.close();
+  }
+});
+
 test('calls that wait for no key are bounded by the request timeout', async () => {
   const server = await fakeSessionServer((f, conn) => {
     if (f.type === Type.HELLO) conn.welcome(f.id);

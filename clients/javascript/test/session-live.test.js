@@ -1,11 +1,13 @@
 // The session client against real lcd servers built from this repository
 // (see lcd.js): the README's example, a process killed while it holds three
-// keys, tokens above 2^53, TLS with a client certificate and tokens, and the
-// refusals of authentication and rate limits as their own errors.
+// keys, tokens above 2^53, TLS with a client certificate and tokens, the
+// refusals of authentication and rate limits as their own errors, and the
+// farewell of a session the client counted expired.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
+import net from 'node:net';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -218,4 +220,103 @@ test('tasks sharing one session queue for one key in arrival order; a misspelt o
   await re.release();
   await assert.rejects(s.acquire(key, { leaseMS: 100 }), TypeError);
   await assert.rejects(s.acquire(key, { leaseMs: Number.NaN }), RangeError);
+});
+
+/**
+ * A relay to target for one test: freeze() stops the bytes of every
+ * connection it relays, both ways, leaving them open, and refuses new ones
+ * until thaw(). closed resolves with the frames the client sent on each
+ * connection that ended, in order of ending.
+ */
+async function relay(t, target) {
+  const cut = target.lastIndexOf(':');
+  const host = target.slice(0, cut);
+  const port = Number(target.slice(cut + 1));
+  const pairs = [];
+  let refuse = false;
+  const ended = [];
+  const server = net.createServer((client) => {
+    if (refuse) {
+      client.destroy();
+      return;
+    }
+    const up = net.connect({ host, port });
+    const pair = { frozen: false, sent: [], socks: [client, up] };
+    pairs.push(pair);
+    const reader = new lc.frames.FrameReader();
+    let preface = 4;
+    client.on('data', (b) => {
+      if (pair.frozen) return;
+      const skip = Math.min(preface, b.length);
+      preface -= skip;
+      reader.push(b.subarray(skip));
+      for (let f; (f = reader.next()) !== null; ) pair.sent.push(f);
+      up.write(b);
+    });
+    up.on('data', (b) => {
+      if (!pair.frozen) client.write(b);
+    });
+    const end = () => {
+      if (pair.ended) return;
+      pair.ended = true;
+      ended.push(pair.sent);
+      client.destroy();
+      up.destroy();
+    };
+    for (const sock of [client, up]) {
+      sock.on('error', end);
+      sock.on('close', end);
+    }
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    for (const p of pairs) for (const sock of p.socks) sock.destroy();
+    server.close();
+  });
+  return {
+    address: `127.0.0.1:${server.address().port}`,
+    ended,
+    freeze() {
+      refuse = true;
+      for (const p of pairs) p.frozen = true;
+    },
+    thaw() {
+      refuse = false;
+    },
+  };
+}
+
+test('a session counted expired while the server keeps it says farewell: a key acquired with a lock-delay keeps it, one without is free', live, async (t) => {
+  const { mutex } = await startLcd(t);
+  const r = await relay(t, mutex);
+  const s = await Session.connect(r.address, { ttlMs: 3000 });
+  const delayed = await s.acquire('javascript/farewell-delayed', { lockDelayMs: 20_000 });
+  const plain = await s.acquire('javascript/farewell-plain');
+  const id = s.id;
+  r.freeze();
+  // The server hears nothing more of the session and keeps it for its
+  // TTL; the client counts it expired a margin before, and its farewell
+  // goes through the relay from then on.
+  s.signal.addEventListener('abort', () => r.thaw());
+  await once(s.signal, 'abort');
+  assert.ok(s.signal.reason instanceof lc.SessionExpiredError, String(s.signal.reason));
+  let farewell;
+  for (let n = 0; !(farewell = r.ended.find((sent) => sent.at(-1)?.type === lc.frames.Type.CLOSE)); n++) {
+    assert.ok(n < 500, 'no farewell ended');
+    await sleep(10);
+  }
+  const other = await Session.connect(mutex);
+  t.after(() => other.close());
+  assert.equal(await other.tryAcquire('javascript/farewell-delayed'), null, 'a key in its lock-delay is free after the farewell');
+  assert.notEqual(await other.tryAcquire('javascript/farewell-plain'), null, 'a key without a lock-delay is not free after the farewell');
+  await other.close(); // before the server stops (the hooks stop it first)
+  const { Type, Tag } = lc.frames;
+  assert.deepEqual(farewell.map((f) => f.type), [Type.RESUME, Type.RELEASE, Type.RELEASE, Type.CLOSE]);
+  assert.equal(farewell[0].big(Tag.SESSION), id);
+  assert.deepEqual(farewell.map((f) => f.id - farewell[0].id), [0n, 1n, 2n, 3n]);
+  assert.deepEqual(
+    farewell.slice(1, 3).map((f) => [f.big(Tag.TOKEN), f.num(Tag.LAPSE)]),
+    [[delayed.token, 1], [plain.token, 1]],
+  );
 });
