@@ -432,8 +432,10 @@ fn a_lease_runs_out_while_the_session_resumes() {
 /// A session that has had no answer for its TTL less the margin ends on
 /// the client, its locks lost, and the client closes it on the server:
 /// RESUME, a RELEASE with lapse of each lock it held (not the orphaned
-/// one), and CLOSE in one write, with ids in that order, so that each key
-/// keeps its lock-delay. The RELEASEs' answers are passed over; the
+/// one) and of each lock whose RELEASE went unanswered (a lease that ran
+/// out on the client while the server was silent), in the order of their
+/// tokens, and CLOSE in one write, with ids in that order, so that each
+/// key keeps its lock-delay. The RELEASEs' answers are passed over; the
 /// CLOSE's ends the farewell.
 #[test]
 fn a_session_the_client_counts_expired_is_closed_on_the_server() {
@@ -446,6 +448,11 @@ fn a_session_the_client_counts_expired_is_closed_on_the_server() {
             let a = p.request();
             p.grant(&a, token, None);
         }
+        let a = p.request();
+        p.grant(&a, 7, Some(100));
+        // The RELEASE with lapse at the end of its lease goes unanswered.
+        let r = p.request();
+        assert_eq!((r.typ, r.uint(tag::TOKEN), r.uint(tag::LAPSE)), (typ::RELEASE, Some(7), Some(1)));
         // Then silence: resumes (RESUME and PING) get nothing, until one
         // brings something else.
         let mut silent = vec![p];
@@ -470,10 +477,11 @@ fn a_session_the_client_counts_expired_is_closed_on_the_server() {
         release(&second, r.id + 1);
         let third = q.frame();
         release(&third, r.id + 2);
+        let fourth = q.frame();
+        release(&fourth, r.id + 3);
         let close = q.frame();
-        released.sort();
-        assert_eq!(released, vec![(b"a".to_vec(), 4), (b"b".to_vec(), 5)]);
-        assert_eq!((close.typ, close.id), (typ::CLOSE, r.id + 3));
+        assert_eq!(released, vec![(b"a".to_vec(), 4), (b"b".to_vec(), 5), (b"l".to_vec(), 7)]);
+        assert_eq!((close.typ, close.id), (typ::CLOSE, r.id + 4));
         q.welcome_ttl(r.id, 1_000, 300, vec![]);
         q.send(Frame::new(typ::OK, second.id, vec![]));
         let refused = vec![Field::u8(tag::CODE, code::STALE_TOKEN as u8), Field::bytes(tag::MESSAGE, "stale")];
@@ -490,8 +498,11 @@ fn a_session_the_client_counts_expired_is_closed_on_the_server() {
     let a = s.acquire("a", AcquireOptions::new()).unwrap();
     let b = s.acquire("b", AcquireOptions::new()).unwrap();
     s.acquire("o", AcquireOptions::new()).unwrap().orphan();
+    let l = s.acquire("l", AcquireOptions::new().lease(Duration::from_millis(100))).unwrap();
+    assert_eq!(l.wait_lost(Duration::from_secs(30)), Some(LostReason::LeaseExpired));
     assert_eq!(a.wait_lost(Duration::from_secs(30)), Some(LostReason::SessionExpired));
-    assert_eq!(b.lost(), Some(LostReason::SessionExpired));
+    // The session's end, once seen, has ended every lock.
     assert!(matches!(s.ended(), Some(Error::SessionExpired(_))));
+    assert_eq!(b.lost(), Some(LostReason::SessionExpired));
     server.join().unwrap();
 }

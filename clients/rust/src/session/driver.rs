@@ -2,7 +2,7 @@
 //! deadlines of leases and of the session, and resumes the session when a
 //! connection drops or goes silent.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::net::Shutdown;
 use std::sync::Arc;
@@ -127,14 +127,26 @@ impl Inner {
         next
     }
 
-    /// A RELEASE with `lapse` of each lock the session holds and has not
-    /// orphaned, to go with the farewell (ids are given when it is sent).
+    /// A RELEASE with `lapse` of each lock the server may hold for the
+    /// session, to go with the farewell, in the order of their tokens (ids
+    /// are given when it is sent): the locks held and not orphaned, and
+    /// those whose RELEASE is still unanswered (a lease that ran out here,
+    /// a release under way, queued or sent while the server was out of
+    /// reach).
     fn parting(g: &State) -> Vec<Frame> {
-        g.holds
+        let mut parting: BTreeMap<u64, &[u8]> = g
+            .holds
             .iter()
             .filter(|(t, _)| !g.let_go.contains(*t))
-            .map(|(t, h)| {
-                let fields = vec![Field::bytes(tag::KEY, &h.key), Field::u64(tag::TOKEN, *t), Field::u8(tag::LAPSE, 1)];
+            .map(|(t, h)| (*t, &h.key[..]))
+            .collect();
+        for r in g.inflight.values().filter(|r| r.typ == typ::RELEASE) {
+            parting.insert(r.token, &r.key[..]);
+        }
+        parting
+            .into_iter()
+            .map(|(t, key)| {
+                let fields = vec![Field::bytes(tag::KEY, key), Field::u64(tag::TOKEN, t), Field::u8(tag::LAPSE, 1)];
                 Frame::new(typ::RELEASE, 0, fields)
             })
             .collect()
