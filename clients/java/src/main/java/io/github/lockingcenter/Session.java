@@ -236,7 +236,7 @@ public final class Session implements AutoCloseable {
     private ResumeState replay;
     private SessionException err;
     private boolean farewell;
-    private List<List<Frame.Field>> parting = List.of(); // farewell: a RELEASE with lapse of each lock the session held
+    private List<List<Frame.Field>> parting = List.of(); // farewell: a RELEASE with lapse of each lock the server may hold
     private boolean suspended;
 
     private Session(String addr, List<String> addrs, SessionOptions cfg) {
@@ -1137,13 +1137,22 @@ public final class Session implements AutoCloseable {
             String why = "no answer from the server within the session's TTL (" + ttlNs / 1_000_000
                     + " ms) less a margin of " + margin(ttlNs) / 1_000_000 + " ms";
             farewell = true;
-            List<List<Frame.Field>> rel = new ArrayList<>();
+            // The locks held, and those whose RELEASE is still unanswered (a
+            // lease given up here, a release under way): the server may hold any.
+            Map<Long, byte[]> keys = new TreeMap<>(Long::compareUnsigned);
             for (Hold h : holds.values()) {
                 if (!letGo.contains(h.token)) {
-                    rel.add(List.of(Frame.Field.bytes(Frame.KEY, h.keyBytes), Frame.Field.u64(Frame.TOKEN, h.token),
-                            Frame.Field.u8(Frame.LAPSE, 1)));
+                    keys.put(h.token, h.keyBytes);
                 }
             }
+            for (Request r : inflight.values()) {
+                if (r.type == Frame.RELEASE) {
+                    keys.put(r.token, r.keyBytes);
+                }
+            }
+            List<List<Frame.Field>> rel = new ArrayList<>();
+            keys.forEach((token, kb) -> rel.add(List.of(Frame.Field.bytes(Frame.KEY, kb), Frame.Field.u64(Frame.TOKEN, token),
+                    Frame.Field.u8(Frame.LAPSE, 1))));
             parting = rel;
             endLost(new SessionException.SessionExpired("session " + id + " at " + addr + ": " + why),
                     LostReason.SESSION_EXPIRED, why);
@@ -1824,8 +1833,9 @@ public final class Session implements AutoCloseable {
 
     /**
      * Closes on the server a session the client counted expired, one
-     * attempt: RESUME, a RELEASE with lapse of each lock the session held
-     * (parting), and CLOSE, in one write; then the frames up to the CLOSE's
+     * attempt: RESUME, a RELEASE with lapse of each lock the server may
+     * hold for it (parting: the locks held here, not orphaned, and those
+     * whose RELEASE went unanswered), and CLOSE, in one write; then the frames up to the CLOSE's
      * answer (the releases' answers are passed over). The releases end
      * those locks as their leases running out would, so that each key
      * keeps the lock-delay its acquire asked for: a CLOSE alone releases

@@ -322,6 +322,17 @@ final class SessionFakeTest {
                 grant(s, p, "fw/a", 5);
                 grant(s, p, "fw/b", -3L);
                 grant(s, p, "fw/left", 9).lock.orphan();
+                // Its lease ends here first (at 150 ms), and p leaves the RELEASE
+                // with lapse unanswered: the server may still hold it.
+                CompletableFuture<Lock> got = s.acquireAsync("fw/leased", AcquireOptions.defaults().lease(Duration.ofMillis(200)));
+                Frame a = p.next();
+                Check.equal(a.type, Frame.ACQUIRE, "the leased acquire");
+                p.send(Frame.GRANTED, a.id, Frame.Field.str(Frame.KEY, "fw/leased"), Frame.Field.u64(Frame.TOKEN, 7),
+                        Frame.Field.u32(Frame.COUNT, 1), Frame.Field.u32(Frame.LEFT, 200));
+                got.get(20, TimeUnit.SECONDS);
+                Frame lapsed = p.next();
+                Check.equal(lapsed.type, Frame.RELEASE, "what the lease's deadline sends");
+                Check.equal(lapsed.uint(Frame.TOKEN, 0), 7L, "its token");
                 // From here p answers nothing: the session ends by the client's count.
                 ended.get(20, TimeUnit.SECONDS);
                 Check.isTrue(!s.isOpen(), "the session is open after its TTL");
@@ -344,13 +355,13 @@ final class SessionFakeTest {
                     released.add(f.string(Frame.KEY) + "/" + Long.toUnsignedString(f.uint(Frame.TOKEN, 0)));
                 }
                 Check.equal(f.type, Frame.CLOSE, "the farewell's last frame");
-                released.sort(null);
-                Check.equal(released, List.of("fw/a/5", "fw/b/18446744073709551613"),
-                        "the locks released with lapse (not the orphaned one)");
+                Check.equal(released, List.of("fw/a/5", "fw/leased/7", "fw/b/18446744073709551613"),
+                        "the locks released with lapse in the order of their tokens (not the orphaned one)");
                 // The releases' answers are passed over: only the CLOSE's ends the farewell.
                 q.welcome(resume.id, 1_000, 1_000);
                 q.send(Frame.OK, resume.id + 1);
                 q.send(Frame.REFUSED, resume.id + 2, Frame.Field.u8(Frame.CODE, 8), Frame.Field.str(Frame.MESSAGE, "tag 0x23"));
+                q.send(Frame.OK, resume.id + 3);
                 q.socket.setSoTimeout(300);
                 Throwable waited = Check.thrown(q::next, "a frame after the releases' answers");
                 Check.isTrue(waited instanceof SocketTimeoutException, "the farewell ended before the CLOSE's answer: " + waited);
