@@ -391,7 +391,7 @@ class Session extends EventTarget {
   #ac = new AbortController();
   #closing = null;
   #farewell = false;
-  #parting = []; // farewell: the fields of a RELEASE with lapse of each lock the session held
+  #parting = []; // farewell: the fields of a RELEASE with lapse of each lock the session held or was releasing
 
   /** @internal Use Session.connect. */
   constructor(addresses, options = {}) {
@@ -796,8 +796,17 @@ class Session extends EventTarget {
     }
     const why = `no answer from the server within the session's TTL (${this.#ttl} ms) less a margin of ${margin(this.#ttl)} ms`;
     this.#farewell = true;
+    // The locks held, and those whose RELEASE is still unanswered (a lease
+    // given up here, a release under way): the server may hold any.
+    const parting = new Map();
     for (const h of this.#holds.values()) {
-      if (!this.#letGo.has(h.token)) this.#parting.push(releaseFields(h.keyBytes, h.token, true));
+      if (!this.#letGo.has(h.token)) parting.set(h.token, h.keyBytes);
+    }
+    for (const r of this.#inflight.values()) {
+      if (r.type === Type.RELEASE) parting.set(r.token, r.keyBytes);
+    }
+    for (const token of sorted(parting.keys())) {
+      this.#parting.push(releaseFields(parting.get(token), token, true));
     }
     this.#endLost(new E.SessionExpiredError(`session ${this.#id}: ${why}`), 'session_expired', why);
   }
@@ -1224,7 +1233,7 @@ class Session extends EventTarget {
     this.#heard = now();
     this.#replay = rs;
     const out = [];
-    for (const id of [...this.#inflight.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))) {
+    for (const id of sorted(this.#inflight.keys())) {
       const r = this.#inflight.get(id);
       if (r.type !== Type.DESCRIBE) {
         if (id <= rs.applied) continue; // it arrived; the reconciliation settles it
@@ -1439,7 +1448,7 @@ class Session extends EventTarget {
       }
     }
     const unanswered = [];
-    for (const id of [...this.#inflight.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))) {
+    for (const id of sorted(this.#inflight.keys())) {
       const r = this.#inflight.get(id);
       if (id > rs.applied || (r.type === Type.ACQUIRE && rs.parked.has(id)) || r.type === Type.DESCRIBE) continue;
       this.#inflight.delete(id);
@@ -1523,10 +1532,10 @@ class Session extends EventTarget {
 
   /**
    * Closes on the server a session the client counted expired: RESUME, a
-   * RELEASE with lapse of each lock the session held (parting) and CLOSE,
-   * tried at the addresses in turn with the reconnect's backoff, until a
-   * server answers the CLOSE (or says it no longer knows the session) or
-   * close() is called. The RELEASEs end those locks as their leases running
+   * RELEASE with lapse of each lock the session held or was releasing
+   * (parting) and CLOSE, tried at the addresses in turn with the
+   * reconnect's backoff, until a server answers the CLOSE (or says it no
+   * longer knows the session) or close() is called. The RELEASEs end those locks as their leases running
    * out would, so each key keeps the lock-delay its acquire asked for; a
    * CLOSE alone frees them at once, and a next holder could be granted
    * while this process still writes. Their answers are passed over: a
@@ -1597,6 +1606,11 @@ function releaseFields(keyBytes, token, lapse) {
   const fields = [field.bytes(Tag.KEY, keyBytes), field.u64(Tag.TOKEN, token)];
   if (lapse) fields.push(field.u8(Tag.LAPSE, 1));
   return fields;
+}
+
+/** The bigints of values, smallest first. */
+function sorted(values) {
+  return [...values].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
 }
 
 /** How a message names request r: 'acquire "k"'. */

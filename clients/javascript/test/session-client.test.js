@@ -381,11 +381,14 @@ test('a session whose server answers nothing for its TTL less the margin ends as
   }
 });
 
-test('the farewell of a session counted expired releases each lock it held with lapse, between its RESUME and its CLOSE', async () => {
-  const tokens = { d: 3n, p: 4n, o: 5n };
+test('the farewell of a session counted expired releases with lapse each lock it held or was releasing, by token, between its RESUME and its CLOSE', async () => {
+  const tokens = { l: 2n, d: 3n, p: 4n, o: 5n };
   const server = await fakeSessionServer((f, conn) => {
     if (f.type === Type.HELLO) conn.welcome(f.id, { TTL_MS: 1000, KEEPALIVE_MS: 5000 });
-    if (f.type === Type.ACQUIRE) conn.send(Type.GRANTED, f.id, { KEY: f.get(Tag.KEY), TOKEN: tokens[f.text(Tag.KEY)], COUNT: 1 });
+    if (f.type === Type.ACQUIRE) {
+      const lease = f.num(Tag.LEASE_MS);
+      conn.send(Type.GRANTED, f.id, { KEY: f.get(Tag.KEY), TOKEN: tokens[f.text(Tag.KEY)], COUNT: 1, ...(lease && { LEFT_MS: lease }) });
+    }
     // A resume is answered only when a CLOSE follows it (the farewell):
     // the session is still kept here, but the client hears nothing before.
     if (f.type === Type.RESUME) conn.sent = [f];
@@ -402,18 +405,27 @@ test('the farewell of a session counted expired releases each lock it held with 
     await s.acquire('d', { lockDelayMs: 5000 });
     await s.acquire('p');
     (await s.acquire('o')).orphan();
+    // Its lease ends here before the session does; its RELEASE with lapse
+    // is unanswered, and goes with the farewell too.
+    const leased = await s.acquire('l', { leaseMs: 200, lockDelayMs: 5000 });
+    await once(leased.signal, 'abort');
+    assert.equal(leased.signal.reason.reason, 'lease_expired');
+    await until(() => framesOf(server, Type.RELEASE).length === 1);
+    const [lapsed] = framesOf(server, Type.RELEASE);
+    assert.deepEqual([lapsed.big(Tag.TOKEN), lapsed.num(Tag.LAPSE)], [2n, 1]);
+    assert.equal(s.state, 'connected');
     await once(s.signal, 'abort');
     assert.ok(s.signal.reason instanceof lc.SessionExpiredError, String(s.signal.reason));
     await until(() => server.frames.some((x) => x.conn > 0 && x.frame.type === Type.CLOSE));
     const farewell = server.frames.filter((x) => x.conn === server.frames.find((y) => y.frame.type === Type.CLOSE).conn).map((x) => x.frame);
-    assert.deepEqual(farewell.map((f) => f.type), [Type.RESUME, Type.RELEASE, Type.RELEASE, Type.CLOSE]);
+    assert.deepEqual(farewell.map((f) => f.type), [Type.RESUME, Type.RELEASE, Type.RELEASE, Type.RELEASE, Type.CLOSE]);
     const [resume, ...rest] = farewell;
     assert.equal(resume.big(Tag.SESSION), 7n);
-    assert.deepEqual(rest.map((f) => f.id), [1n, 2n, 3n].map((n) => resume.id + n), 'ids in order');
+    assert.deepEqual(rest.map((f) => f.id), [1n, 2n, 3n, 4n].map((n) => resume.id + n), 'ids in order');
     assert.deepEqual(
-      rest.slice(0, 2).map((f) => [f.text(Tag.KEY), f.big(Tag.TOKEN), f.num(Tag.LAPSE)]),
-      [['d', 3n, 1], ['p', 4n, 1]],
-      'a RELEASE with lapse of each lock held, none of the one orphaned',
+      rest.slice(0, 3).map((f) => [f.text(Tag.KEY), f.big(Tag.TOKEN), f.num(Tag.LAPSE)]),
+      [['l', 2n, 1], ['d', 3n, 1], ['p', 4n, 1]],
+      'a RELEASE with lapse of each lock held or being released, by token, none of the one orphaned',
     );
     await s.close();
   } finally {

@@ -287,18 +287,25 @@ async function relay(t, target) {
   };
 }
 
-test('a session counted expired while the server keeps it says farewell: a key acquired with a lock-delay keeps it, one without is free', live, async (t) => {
+test('a session counted expired while the server keeps it says farewell: a key acquired with a lock-delay keeps it, one without is free, one whose lease ended here keeps its own', live, async (t) => {
   const { mutex } = await startLcd(t);
   const r = await relay(t, mutex);
   const s = await Session.connect(r.address, { ttlMs: 3000 });
   const delayed = await s.acquire('javascript/farewell-delayed', { lockDelayMs: 20_000 });
   const plain = await s.acquire('javascript/farewell-plain');
+  // Its lease ends on the client a margin before the session is counted
+  // expired, and on the server only after (the session's margin is the
+  // longer): its RELEASE with lapse is lost in the relay, and only the
+  // farewell can give the key its lock-delay before the CLOSE frees it.
+  const leased = await s.acquire('javascript/farewell-leased', { leaseMs: 2800, lockDelayMs: 20_000 });
   const id = s.id;
   r.freeze();
   // The server hears nothing more of the session and keeps it for its
   // TTL; the client counts it expired a margin before, and its farewell
   // goes through the relay from then on.
   s.signal.addEventListener('abort', () => r.thaw());
+  await once(leased.signal, 'abort');
+  assert.equal(leased.signal.reason.reason, 'lease_expired');
   await once(s.signal, 'abort');
   assert.ok(s.signal.reason instanceof lc.SessionExpiredError, String(s.signal.reason));
   let farewell;
@@ -309,14 +316,15 @@ test('a session counted expired while the server keeps it says farewell: a key a
   const other = await Session.connect(mutex);
   t.after(() => other.close());
   assert.equal(await other.tryAcquire('javascript/farewell-delayed'), null, 'a key in its lock-delay is free after the farewell');
+  assert.equal(await other.tryAcquire('javascript/farewell-leased'), null, 'a key whose lease ended on the client is free after the farewell');
   assert.notEqual(await other.tryAcquire('javascript/farewell-plain'), null, 'a key without a lock-delay is not free after the farewell');
   await other.close(); // before the server stops (the hooks stop it first)
   const { Type, Tag } = lc.frames;
-  assert.deepEqual(farewell.map((f) => f.type), [Type.RESUME, Type.RELEASE, Type.RELEASE, Type.CLOSE]);
+  assert.deepEqual(farewell.map((f) => f.type), [Type.RESUME, Type.RELEASE, Type.RELEASE, Type.RELEASE, Type.CLOSE]);
   assert.equal(farewell[0].big(Tag.SESSION), id);
-  assert.deepEqual(farewell.map((f) => f.id - farewell[0].id), [0n, 1n, 2n, 3n]);
+  assert.deepEqual(farewell.map((f) => f.id - farewell[0].id), [0n, 1n, 2n, 3n, 4n]);
   assert.deepEqual(
-    farewell.slice(1, 3).map((f) => [f.big(Tag.TOKEN), f.num(Tag.LAPSE)]),
-    [[delayed.token, 1], [plain.token, 1]],
+    farewell.slice(1, 4).map((f) => [f.big(Tag.TOKEN), f.num(Tag.LAPSE)]),
+    [[delayed.token, 1], [plain.token, 1], [leased.token, 1]],
   );
 });
