@@ -216,7 +216,8 @@ def wal_with_token(path: str, token: int) -> None:
 
 class Proxy:
     """A TCP proxy to target whose ``cut()`` resets every connection through
-    it at once; new connections go through again."""
+    it at once; new connections go through again, unless ``blocked`` (then
+    they are closed as they come)."""
 
     def __init__(self, target: str) -> None:
         host, port = target.rsplit(":", 1)
@@ -225,12 +226,16 @@ class Proxy:
         self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
         self.conns: list[socket.socket] = []
         self.mu = threading.Lock()
+        self.blocked = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
         while True:
             try:
                 c, _ = self.listener.accept()
+                if self.blocked:
+                    c.close()
+                    continue
                 u = socket.create_connection(self.target)
             except OSError:
                 return

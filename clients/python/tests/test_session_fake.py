@@ -80,10 +80,11 @@ class Resume:
 
 
 class Farewell:
-    """A server that grants k (token 7) and o (token 8), then never answers
-    again, and takes the farewell of the session the client counts expired:
-    it keeps the farewell's frames, refuses its RELEASE (passed over by the
-    client) and answers its CLOSE."""
+    """A server that grants k (token 7), o (token 8) and l (token 5, with a
+    lease of 300 ms, which ends on the client before the session does),
+    then never answers again, and takes the farewell of the session the
+    client counts expired: it keeps the farewell's frames, refuses its
+    RELEASEs (passed over by the client) and answers its CLOSE."""
 
     def __init__(self) -> None:
         self.done = threading.Event()
@@ -94,8 +95,9 @@ class Farewell:
             c.welcome(c.expect(FrameType.HELLO), ttl_ms=1000, keepalive_ms=333)
             c.granted(c.expect(FrameType.ACQUIRE), 7)
             c.granted(c.expect(FrameType.ACQUIRE), 8)
+            c.granted(c.expect(FrameType.ACQUIRE), 5, left_ms=300)
             while True:
-                c.read(10)  # never answers again
+                c.read(10)  # never answers again: the RELEASE of l at its lease's end neither
         r = c.expect(FrameType.RESUME)
         f = c.read()
         if f.type == FrameType.PING:
@@ -105,19 +107,22 @@ class Farewell:
         while f.type != FrameType.CLOSE:
             self.frames.append(f := c.read())
         c.welcome(r, ttl_ms=1000, keepalive_ms=333,
-                  extra=[u64(Tag.APPLIED, 0), held_item(b"k", 7, 2), held_item(b"o", 8, 3)])  # fmt: skip
+                  extra=[u64(Tag.APPLIED, 0), held_item(b"k", 7, 2), held_item(b"o", 8, 3),
+                         held_item(b"l", 5, 4)])  # fmt: skip
         for rel in self.frames[1:-1]:
             c.send(FrameType.REFUSED, rel.id, [u8(Tag.CODE, Code.STALE_TOKEN)])
         c.ok(f)
         self.done.set()
 
     def check(self, t: unittest.TestCase) -> None:
-        """The farewell is RESUME, a RELEASE with lapse of k (not of the
-        orphaned o) and CLOSE, with ids one after another."""
-        t.assertEqual([f.type for f in self.frames], [FrameType.RESUME, FrameType.RELEASE, FrameType.CLOSE])
-        r, rel, close = self.frames
-        t.assertEqual((rel.get(Tag.KEY), rel.uint(Tag.TOKEN), rel.uint(Tag.LAPSE)), (b"k", 7, 1))
-        t.assertEqual([rel.id, close.id], [r.id + 1, r.id + 2])
+        """The farewell is RESUME, a RELEASE with lapse of l (its RELEASE
+        unanswered) and of k (not of the orphaned o), in the order of their
+        tokens, and CLOSE, with ids one after another."""
+        t.assertEqual([f.type for f in self.frames],
+                      [FrameType.RESUME, FrameType.RELEASE, FrameType.RELEASE, FrameType.CLOSE])  # fmt: skip
+        t.assertEqual([(f.get(Tag.KEY), f.uint(Tag.TOKEN), f.uint(Tag.LAPSE)) for f in self.frames[1:-1]],
+                      [(b"l", 5, 1), (b"k", 7, 1)])  # fmt: skip
+        t.assertEqual([f.id for f in self.frames], [self.frames[0].id + i for i in range(4)])
 
 
 class ThreadSession(unittest.TestCase):
@@ -227,9 +232,12 @@ class ThreadSession(unittest.TestCase):
         plan = Farewell()
         with FakeLcd(plan.script) as fake:
             s = lc.Session(fake.address).open()
-            lk, kept = s.acquire("k"), s.acquire("o")
+            lk, kept, leased = s.acquire("k"), s.acquire("o"), s.acquire("l", lease=0.3)
             kept.orphan()
             t0 = time.monotonic()
+            self.assertTrue(leased.lost.wait(3))
+            self.assertIs(leased.cause.reason, LostReason.LEASE_EXPIRED)  # type: ignore[union-attr]
+            self.assertFalse(lk.lost.is_set())
             self.assertTrue(lk.lost.wait(3))
             took = time.monotonic() - t0
             # The TTL less a tenth, from the acquire's sending (0.9 s), and
@@ -387,8 +395,11 @@ class AsyncSessions(unittest.TestCase):
 
         async def client(address: str) -> None:
             s = await lc.AsyncSession(address).open()
-            lk, kept = await s.acquire("k"), await s.acquire("o")
+            lk, kept, leased = await s.acquire("k"), await s.acquire("o"), await s.acquire("l", lease=0.3)
             kept.orphan()
+            await asyncio.wait_for(leased.lost.wait(), 3)
+            self.assertIs(leased.cause.reason, LostReason.LEASE_EXPIRED)  # type: ignore[union-attr]
+            self.assertFalse(lk.lost.is_set())
             await asyncio.wait_for(lk.lost.wait(), 3)
             self.assertIs(lk.cause.reason, LostReason.SESSION_EXPIRED)  # type: ignore[union-attr]
             while not plan.done.is_set():

@@ -404,18 +404,34 @@ class Single(unittest.TestCase):
         real = core_module.now
         core_module.now = lambda: real() + offset[0]
         self.addCleanup(setattr, core_module, "now", real)
-        delayed, plain = self.key() + "/delayed", self.key() + "/plain"
-        s = self.session(ttl=10)
+        proxy = lcdproc.Proxy(self.lcd.address)
+        self.addCleanup(proxy.close)
+        delayed, plain, leased = (self.key() + "/" + k for k in ("delayed", "plain", "leased"))
+        s = lc.Session(proxy.address, ttl=10).open()
+        self.addCleanup(s.close)
         lk = s.acquire(delayed, lock_delay=30)
         s.acquire(plain)
+        short = s.acquire(leased, lease=5, lock_delay=30)
+        # Its lease ends on the client while the server is out of reach (and
+        # not on the server, whose clock has not moved): its RELEASE with
+        # lapse goes unanswered, and then with the farewell.
+        proxy.blocked = True
+        proxy.cut()
+        offset[0] = 5.0
+        s._wake()
+        self.assertTrue(short.lost.wait(5))
+        self.assertIs(short.cause.reason, LostReason.LEASE_EXPIRED)  # type: ignore[union-attr]
+        self.assertTrue(lk.held)
         offset[0] = 20.0
         s._wake()
         self.assertTrue(lk.lost.wait(5))
         self.assertIs(lk.cause.reason, LostReason.SESSION_EXPIRED)  # type: ignore[union-attr]
+        proxy.blocked = False
         until(lambda: s.session_id not in lcdproc.sessions(self.lcd.manager))
         offset[0] = 0.0
         other = self.session()
         self.assertIsNone(other.try_lock(delayed), "a key in its lock-delay after the farewell")
+        self.assertIsNone(other.try_lock(leased), "a key whose lease ended on the client, after the farewell")
         other.try_lock(plain).release()  # type: ignore[union-attr]
 
     def test_silent_server(self) -> None:

@@ -539,7 +539,7 @@ class Core:
         self.replay: _Replay | None = None
         self.error: LockingCenterError | None = None  # why the session ended
         self.farewell = False  # ended by the client's count: close it on the server
-        self.parting: list[tuple[bytes, int]] = []  # farewell: (key, token) of each lock it held
+        self.parting: list[tuple[bytes, int]] = []  # farewell: (key, token) of each lock it may hold
         self._attempt = self._hops = 0  # reconnect attempts since the last success; leaders followed
 
     # --- addresses ---
@@ -1049,7 +1049,11 @@ class Core:
         if t >= self._lost_deadline():
             why = f"no answer from the server within the session's TTL ({self.ttl:g} s) less {margin(self.ttl):g} s"
             self.farewell = True
-            self.parting = [(h.key, token) for token, h in self.holds.items() if token not in self.letgo]
+            # The locks held, and those whose RELEASE is still unanswered (a
+            # lease given up here, a release under way): the server may hold any.
+            parting = {token: h.key for token, h in self.holds.items() if token not in self.letgo}
+            parting.update((r.token, r.key) for r in self.inflight.values() if r.type == FrameType.RELEASE)
+            self.parting = [(parting[token], token) for token in sorted(parting)]
             self.end(SessionExpiredError(f"session {self.session_id}: {why}"), LostReason.SESSION_EXPIRED, why)
             return None
         conn = self.conn
@@ -1118,7 +1122,8 @@ class Core:
     def start_farewell(self) -> tuple[bytes, int, str, float | None]:
         """What an attempt of the farewell sends and where: the bytes (a
         RESUME, a RELEASE with lapse of each lock the session held when the
-        client counted it expired, and a CLOSE), the CLOSE's id, the
+        client counted it expired or whose RELEASE was still unanswered then,
+        in the order of their tokens, and a CLOSE), the CLOSE's id, the
         address and the bound of the attempt. The RELEASEs end those locks
         as their leases running out would, so that each key keeps the
         lock-delay its acquire asked for; a CLOSE alone would free them at
