@@ -99,7 +99,6 @@ type Cluster struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	futures  *futureWatch  // raft's answers to this node's proposals
 	failed   chan struct{} // closed when the node stopped applying (Failed)
 	failOnce sync.Once
 	failErr  error
@@ -118,7 +117,7 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	return &Cluster{cfg: cfg, log: log.With(slog.String(logNode, cfg.NodeID)), quit: make(chan struct{}),
 		done: make(chan struct{}), raftDone: make(chan struct{}), observed: make(chan raft.Observation, 64),
-		failed: make(chan struct{}), stats: newStats(), started: make(chan struct{}), futures: newFutureWatch()}, nil
+		failed: make(chan struct{}), stats: newStats(), started: make(chan struct{})}, nil
 }
 
 // Start binds the raft port, opens Config.Dir (the log and stable store
@@ -283,7 +282,6 @@ func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.quit)
 		if c.raft == nil {
-			c.futures.close()
 			c.closeErr = c.release()
 			return
 		}
@@ -297,7 +295,6 @@ func (c *Cluster) Close() error {
 		err := f.Error()
 		<-c.done
 		c.wg.Wait()
-		c.futures.close()
 		c.closeErr = errors.Join(err, c.release())
 	})
 	return c.closeErr
@@ -318,19 +315,14 @@ func notLeader(err error) error {
 // committed and applied here, or with an error wrapping
 // mutex.ErrNotLeader (this node does not lead, lost its leadership before
 // c committed, or is shutting down).
-func (c *Cluster) Propose(cmd *mutex.Command) (wait func() error) { return c.ProposeApplied(cmd, nil) }
-
-// ProposeApplied implements mutex.AppliedProposer: Propose, whose wait
-// also ends, with nil, once applied is closed (nil: never).
-func (c *Cluster) ProposeApplied(cmd *mutex.Command, applied <-chan struct{}) (wait func() error) {
+func (c *Cluster) Propose(cmd *mutex.Command) (wait func() error) {
 	if c.raft == nil {
 		return func() error { return mutex.ErrNotLeader }
 	}
 	start := time.Now()
 	f := c.raft.Apply(appendCommandEntry(nil, cmd), c.cfg.ApplyTimeout)
-	answered := c.futures.watch(f)
 	return func() error {
-		if err := c.awaitAnswer(answered, applied); err != nil {
+		if err := c.await(f); err != nil {
 			return notLeader(err)
 		}
 		c.stats.observeApply(start)
@@ -346,96 +338,17 @@ func (c *Cluster) ProposeApplied(cmd *mutex.Command, applied <-chan struct{}) (w
 func (c *Cluster) await(f raft.Future) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
-	return c.awaitAnswer(done, nil)
-}
-
-// awaitAnswer returns the error raft answers a future with (answered, a
-// channel of futureWatch's or await's), or nil once applied is closed
-// (nil: never). Once this node is closing, or raft has shut down, it
-// returns raft.ErrRaftShutdown instead (see await).
-func (c *Cluster) awaitAnswer(answered <-chan error, applied <-chan struct{}) error {
 	select {
-	case err := <-answered:
+	case err := <-done:
 		return err
-	case <-applied:
-		return nil
 	case <-c.quit:
 	case <-c.raftDone:
 	}
 	select {
-	case err := <-answered:
+	case err := <-done:
 		return err
-	case <-applied:
-		return nil
 	default:
 		return raft.ErrRaftShutdown
-	}
-}
-
-// futureWatch waits for raft's answers to the futures of proposals, one
-// goroutine for all of them, in the order they were proposed: raft
-// answers them in that order, so once the first of a batch is answered
-// the rest mostly are too, and the goroutine that waited on one per
-// proposal (created, parked, woken, ended for each) is saved. A proposal
-// whose watch finds the queue full gets a goroutine of its own, as
-// before. The goroutine ends when the queue closes (Cluster.Close), or
-// waits on for a future raft leaves unanswered at its shutdown, as the
-// one of a proposal did.
-type futureWatch struct {
-	mu     sync.Mutex
-	queue  chan watched
-	closed bool
-}
-
-// watched is a future and where its answer goes (buffered, one).
-type watched struct {
-	f        raft.Future
-	answered chan error
-}
-
-// watchQueue is how many futures may wait for the goroutine of a
-// futureWatch: about as many as a batch of raft's (MaxAppendEntries is 64
-// by default) times the batches in flight.
-const watchQueue = 1024
-
-func newFutureWatch() *futureWatch {
-	w := &futureWatch{queue: make(chan watched, watchQueue)}
-	go w.run()
-	return w
-}
-
-func (w *futureWatch) run() {
-	for it := range w.queue {
-		it.answered <- it.f.Error()
-	}
-}
-
-// watch returns a channel that gets f's error once raft answers it.
-func (w *futureWatch) watch(f raft.Future) <-chan error {
-	it := watched{f: f, answered: make(chan error, 1)}
-	w.mu.Lock()
-	queued := false
-	if !w.closed {
-		select {
-		case w.queue <- it:
-			queued = true
-		default:
-		}
-	}
-	w.mu.Unlock()
-	if !queued {
-		go func() { it.answered <- f.Error() }()
-	}
-	return it.answered
-}
-
-// close ends the goroutine once it has answered what is queued.
-func (w *futureWatch) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.closed {
-		w.closed = true
-		close(w.queue)
 	}
 }
 

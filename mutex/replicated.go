@@ -40,23 +40,6 @@ type Replicator interface {
 	Leader() string
 }
 
-// AppliedProposer is a Replicator that can end a proposal's wait at the
-// moment the command applies on this node, which the node signals by
-// closing applied, rather than once the log has answered for it too (a
-// hand-off more on the proposer's path). wait's results are Propose's.
-type AppliedProposer interface {
-	ProposeApplied(c *Command, applied <-chan struct{}) (wait func() error)
-}
-
-// proposeRegistered proposes c, registered with pr: its wait ends when c
-// applies here, with a Replicator that can tell (AppliedProposer).
-func (n *Node) proposeRegistered(c *Command, pr *proposal) (wait func() error) {
-	if ap, ok := n.rep.(AppliedProposer); ok {
-		return ap.ProposeApplied(c, pr.done)
-	}
-	return n.rep.Propose(c)
-}
-
 // proposal is a command this node proposed, waiting for its entry to be
 // applied here.
 type proposal struct {
@@ -128,7 +111,7 @@ func (n *Node) propose(c Command, pr *proposal) Result {
 	n.mu.Unlock()
 	waits := n.proposeCancels(gone, now)
 	waits = append(waits, n.proposeExpiries(due, now)...)
-	wait := n.proposeRegistered(&c, pr)
+	wait := n.rep.Propose(&c)
 	n.pmu.Unlock()
 	for _, w := range waits {
 		w()
@@ -319,7 +302,7 @@ func (n *Node) SetLeader(leader bool) {
 	pr := &proposal{}
 	n.register(&c, pr)
 	n.mu.Unlock()
-	wait := n.proposeRegistered(&c, pr)
+	wait := n.rep.Propose(&c)
 	n.pmu.Unlock()
 	n.await(&c, pr, wait)
 }
