@@ -320,7 +320,7 @@ func (c *Cluster) Propose(cmd *mutex.Command) (wait func() error) {
 		return func() error { return mutex.ErrNotLeader }
 	}
 	start := time.Now()
-	f := c.raft.Apply(appendCommandEntry(nil, cmd), c.cfg.ApplyTimeout)
+	f := c.raft.Apply(commandEntry(cmd), c.cfg.ApplyTimeout)
 	return func() error {
 		if err := c.await(f); err != nil {
 			return notLeader(err)

@@ -278,34 +278,9 @@ func parseHeader(b []byte) (n int, sum uint32, err error) {
 
 // --- decoding ---
 
-// fields is every field a payload may have, for both decoders. The
-// strings are the decoded base64.
-type fields struct {
-	Op                                  string
-	At                                  *int64
-	Key, Src, Addr, Owner, Name, Secret []byte
-	Acct, Note                          []byte
-	Sess, Req, Target, Ticket, Token    uint64
-	Floor, MaxH, MaxP, Before           uint64
-	Count, Limit, Applied, Sessions     uint64
-	Sum                                 uint64
-	Try, Reent, Conn, Lapse             bool
-	Wait, Lease, Delay, TTL, Mode, Prio int64
-	Opened, LeaseAt, DelayAt, WaitAt    int64
-}
-
-// fieldsJSON is fields' shape for encoding/json; []byte fields are base64.
-type fieldsJSON struct {
-	Op       string `json:"op"`
-	At       *int64 `json:"at"`
-	Key      []byte `json:"key"`
-	Src      []byte `json:"src"`
-	Addr     []byte `json:"addr"`
-	Owner    []byte `json:"owner"`
-	Name     []byte `json:"name"`
-	Secret   []byte `json:"secret"`
-	Acct     []byte `json:"acct"`
-	Note     []byte `json:"note"`
+// scalars is every field of a payload that is a number or a boolean, as
+// both decoders read it.
+type scalars struct {
 	Sess     uint64 `json:"sess"`
 	Req      uint64 `json:"req"`
 	Target   uint64 `json:"target"`
@@ -336,6 +311,43 @@ type fieldsJSON struct {
 	WaitAt   int64  `json:"wait_at"`
 }
 
+// fields is every field a payload may have, decoded. The strings are the
+// decoded base64; HasAt says whether the payload has "at".
+type fields struct {
+	Op                                  string
+	At                                  int64
+	HasAt                               bool
+	Key, Src, Addr, Owner, Name, Secret string
+	Acct, Note                          string
+	scalars
+}
+
+// fieldsJSON is a payload's shape for encoding/json, which decodes the
+// base64 of []byte fields.
+type fieldsJSON struct {
+	Op     string `json:"op"`
+	At     *int64 `json:"at"`
+	Key    []byte `json:"key"`
+	Src    []byte `json:"src"`
+	Addr   []byte `json:"addr"`
+	Owner  []byte `json:"owner"`
+	Name   []byte `json:"name"`
+	Secret []byte `json:"secret"`
+	Acct   []byte `json:"acct"`
+	Note   []byte `json:"note"`
+	scalars
+}
+
+// fields returns what j holds.
+func (j *fieldsJSON) fields() fields {
+	f := fields{Op: j.Op, Key: string(j.Key), Src: string(j.Src), Addr: string(j.Addr), Owner: string(j.Owner),
+		Name: string(j.Name), Secret: string(j.Secret), Acct: string(j.Acct), Note: string(j.Note), scalars: j.scalars}
+	if j.At != nil {
+		f.At, f.HasAt = *j.At, true
+	}
+	return f
+}
+
 // decodePayload checks p against sum and decodes the item it holds.
 // Errors: errPayloadSum, errPayload.
 func decodePayload(p []byte, sum uint32) (item, error) {
@@ -348,7 +360,7 @@ func decodePayload(p []byte, sum uint32) (item, error) {
 		if err := json.Unmarshal(p, &j); err != nil {
 			return item{}, fmt.Errorf("%w: %w", errPayload, err)
 		}
-		f = fields(j)
+		f = j.fields()
 	}
 	return f.item()
 }
@@ -380,11 +392,11 @@ func (f *fields) item() (item, error) {
 		if len(f.Key) == 0 {
 			return bad("empty key")
 		}
-		if f.At == nil {
+		if !f.HasAt {
 			return bad("grant without a time")
 		}
-		return item{kind: itemGrant, rec: mutex.Record{Key: string(f.Key), Source: string(f.Src),
-			RemoteAddr: string(f.Addr), Acquired: time.Unix(0, *f.At)}}, nil
+		return item{kind: itemGrant, rec: mutex.Record{Key: f.Key, Source: f.Src,
+			RemoteAddr: f.Addr, Acquired: time.Unix(0, f.At)}}, nil
 	case opState, opSession, opKey, opHolder, opWaiter:
 		var r mutex.Record
 		switch f.Op {
@@ -394,29 +406,29 @@ func (f *fields) item() (item, error) {
 			if f.Sess == 0 {
 				return bad("a session without an id")
 			}
-			r = mutex.Record{Kind: mutex.RecordSession, Session: f.Sess, Name: string(f.Name), Account: string(f.Acct),
+			r = mutex.Record{Kind: mutex.RecordSession, Session: f.Sess, Name: f.Name, Account: f.Acct,
 				TTL: time.Duration(f.TTL), Opened: at(f.Opened), Applied: f.Applied}
 			copy(r.SecretHash[:], f.Secret)
 		case opKey:
-			r = mutex.Record{Kind: mutex.RecordKey, Key: string(f.Key), Limit: uint32(f.Limit),
+			r = mutex.Record{Kind: mutex.RecordKey, Key: f.Key, Limit: uint32(f.Limit),
 				DelayAt: at(f.DelayAt), DelayFor: time.Duration(f.Delay)}
 		case opHolder:
 			if f.Token == 0 {
 				return bad("a holder without a token")
 			}
-			r = mutex.Record{Kind: mutex.RecordHolder, Key: string(f.Key), Token: f.Token, Source: string(f.Src),
-				Account:    string(f.Acct),
-				RemoteAddr: string(f.Addr), Acquired: at(derefOr(f.At)), Session: f.Sess, Request: f.Req,
-				Mode: mutex.Mode(f.Mode), Count: uint32(max(f.Count, 1)), Owner: string(f.Owner), Note: string(f.Note),
+			r = mutex.Record{Kind: mutex.RecordHolder, Key: f.Key, Token: f.Token, Source: f.Src,
+				Account:    f.Acct,
+				RemoteAddr: f.Addr, Acquired: at(f.At), Session: f.Sess, Request: f.Req,
+				Mode: mutex.Mode(f.Mode), Count: uint32(max(f.Count, 1)), Owner: f.Owner, Note: f.Note,
 				LeaseFor: time.Duration(f.Lease), LeaseAt: at(f.LeaseAt), DelayFor: time.Duration(f.Delay)}
 		case opWaiter:
 			if f.Ticket == 0 {
 				return bad("a waiter without a ticket")
 			}
-			r = mutex.Record{Kind: mutex.RecordWaiter, Key: string(f.Key), Ticket: f.Ticket, Source: string(f.Src),
-				Account:    string(f.Acct),
-				RemoteAddr: string(f.Addr), QueuedAt: at(derefOr(f.At)), Session: f.Sess, Request: f.Req,
-				Mode: mutex.Mode(f.Mode), Limit: uint32(f.Limit), Owner: string(f.Owner), Note: string(f.Note),
+			r = mutex.Record{Kind: mutex.RecordWaiter, Key: f.Key, Ticket: f.Ticket, Source: f.Src,
+				Account:    f.Acct,
+				RemoteAddr: f.Addr, QueuedAt: at(f.At), Session: f.Sess, Request: f.Req,
+				Mode: mutex.Mode(f.Mode), Limit: uint32(f.Limit), Owner: f.Owner, Note: f.Note,
 				LeaseFor: time.Duration(f.Lease), DelayFor: time.Duration(f.Delay), Priority: int32(f.Prio),
 				Reentrant: f.Reent, ConnBound: f.Conn, WaitAt: at(f.WaitAt)}
 		}
@@ -429,18 +441,15 @@ func (f *fields) item() (item, error) {
 	if !ok {
 		return bad(fmt.Sprintf("unknown op %q", f.Op))
 	}
-	if f.At == nil {
-		if op != mutex.OpRelease {
-			return bad("a command without a time")
-		}
-		f.At = new(int64) // a release of a log written before commands had times
+	if !f.HasAt && op != mutex.OpRelease { // a release of a log written before commands had times takes 0
+		return bad("a command without a time")
 	}
-	c := mutex.Command{Op: op, At: time.Unix(0, *f.At), Key: string(f.Key), Source: string(f.Src),
-		RemoteAddr: string(f.Addr), Session: f.Sess, Request: f.Req, Target: f.Target, Ticket: f.Ticket,
+	c := mutex.Command{Op: op, At: time.Unix(0, f.At), Key: f.Key, Source: f.Src,
+		RemoteAddr: f.Addr, Session: f.Sess, Request: f.Req, Target: f.Target, Ticket: f.Ticket,
 		Token: f.Token, Floor: f.Floor, Before: f.Before, Try: f.Try, Lapse: f.Lapse, Wait: time.Duration(f.Wait), Lease: time.Duration(f.Lease),
 		Delay: time.Duration(f.Delay), TTL: time.Duration(f.TTL), Mode: mutex.Mode(f.Mode),
-		Limit: uint32(f.Limit), Priority: int32(f.Prio), Reentrant: f.Reent, Owner: string(f.Owner), Note: string(f.Note),
-		ConnBound: f.Conn, Account: string(f.Acct), MaxHeld: uint32(f.MaxH), MaxParked: uint32(f.MaxP)}
+		Limit: uint32(f.Limit), Priority: int32(f.Prio), Reentrant: f.Reent, Owner: f.Owner, Note: f.Note,
+		ConnBound: f.Conn, Account: f.Acct, MaxHeld: uint32(f.MaxH), MaxParked: uint32(f.MaxP)}
 	copy(c.SecretHash[:], f.Secret)
 	switch op {
 	case mutex.OpAcquire, mutex.OpRelease, mutex.OpRenew, mutex.OpRevoke, mutex.OpResetKey:
@@ -451,22 +460,18 @@ func (f *fields) item() (item, error) {
 	return item{kind: itemCommand, cmd: c}, nil
 }
 
-func derefOr(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
-}
-
 // scanFlat decodes a payload in exactly the form the encoders write: one
 // flat object, no spaces, strings only in base64, integers in strconv's
-// form, booleans only true. It needs no reflection and one allocation per
-// string. ok is false for any other form, which encoding/json then reads;
-// for a payload it accepts it returns what encoding/json would.
+// form, booleans only true. It needs no reflection and makes one
+// allocation for all the strings of a payload (a payload whose strings
+// decode to more than scratchLen bytes, two). ok is false for any other
+// form, which encoding/json then reads; for a payload it accepts it
+// returns what encoding/json would.
 func scanFlat(p []byte) (f fields, ok bool) {
 	if len(p) < 2 || p[0] != '{' || p[len(p)-1] != '}' {
 		return fields{}, false
 	}
+	var raw [numStrings][]byte // the base64 of each string field, within p
 	rest := p[1 : len(p)-1]
 	seen := uint64(0)
 	for len(rest) > 0 {
@@ -477,7 +482,7 @@ func scanFlat(p []byte) (f fields, ok bool) {
 		if end < 0 || len(rest) < end+3 || rest[end+2] != ':' {
 			return fields{}, false
 		}
-		name := string(rest[1 : end+1])
+		name := rest[1 : end+1]
 		rest = rest[end+3:]
 		var val []byte
 		if i := bytes.IndexByte(rest, ','); i >= 0 {
@@ -488,16 +493,70 @@ func scanFlat(p []byte) (f fields, ok bool) {
 		} else {
 			val, rest = rest, nil
 		}
-		bit, ok := fieldBit[name]
+		bit, ok := fieldBit[string(name)]
 		if !ok || seen&bit != 0 {
 			return fields{}, false // a field we do not write, or twice: let encoding/json judge
 		}
 		seen |= bit
-		if !f.set(name, val) {
+		if !f.set(string(name), val, &raw) {
 			return fields{}, false
 		}
 	}
-	return f, f.Op != ""
+	return f, f.Op != "" && f.setStrings(&raw)
+}
+
+// The string fields of a payload, by their index in scanFlat's raw.
+const (
+	strKey = iota
+	strSrc
+	strAddr
+	strOwner
+	strName
+	strSecret
+	strAcct
+	strNote
+	numStrings
+)
+
+// scratchLen bounds the decoded strings of a payload that setStrings
+// decodes on the stack, in bytes.
+const scratchLen = 512
+
+// setStrings decodes the base64 of raw, the string fields as scanFlat
+// found them, into f's strings: the bytes of all of them go to one
+// string, of which each field is a part. false when one is not base64.
+func (f *fields) setStrings(raw *[numStrings][]byte) bool {
+	n := 0
+	for _, r := range raw {
+		n += b64.DecodedLen(len(r))
+	}
+	if n == 0 {
+		return true
+	}
+	var scratch [scratchLen]byte
+	buf := scratch[:0]
+	if n > scratchLen {
+		buf = make([]byte, 0, n)
+	}
+	var ends [numStrings]int
+	for i, r := range raw {
+		var err error
+		if buf, err = b64.AppendDecode(buf, r); err != nil {
+			return false
+		}
+		ends[i] = len(buf)
+	}
+	all := string(buf)
+	part := func(i int) string {
+		start := 0
+		if i > 0 {
+			start = ends[i-1]
+		}
+		return all[start:ends[i]]
+	}
+	f.Key, f.Src, f.Addr, f.Owner = part(strKey), part(strSrc), part(strAddr), part(strOwner)
+	f.Name, f.Secret, f.Acct, f.Note = part(strName), part(strSecret), part(strAcct), part(strNote)
+	return true
 }
 
 var fieldBit = func() map[string]uint64 {
@@ -511,22 +570,43 @@ var fieldBit = func() map[string]uint64 {
 	return m
 }()
 
-// set stores the raw value v of the field name; false when v is not in
-// the encoders' form.
-func (f *fields) set(name string, v []byte) bool {
-	str := func(dst *[]byte) bool {
+// opName returns b, an op's name, as a string: the constant of an op the
+// encoders write, so that decoding one copies nothing.
+func opName(b []byte) string {
+	if op, ok := mutex.ParseOp(string(b)); ok {
+		return op.String()
+	}
+	for _, n := range [...]string{opState, opSession, opKey, opHolder, opWaiter, opGrant, opEnd} {
+		if string(b) == n {
+			return n
+		}
+	}
+	return string(b)
+}
+
+// plain reports whether b holds no quote, backslash, CR or LF: JSON
+// escapes, or bytes that base64's decoder would skip.
+func plain(b []byte) bool {
+	for _, c := range b {
+		if c == '"' || c == '\\' || c == '\r' || c == '\n' {
+			return false
+		}
+	}
+	return true
+}
+
+// set stores the raw value v of the field name, a string field's base64
+// in raw; false when v is not in the encoders' form.
+func (f *fields) set(name string, v []byte, raw *[numStrings][]byte) bool {
+	str := func(i int) bool {
 		if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
 			return false
 		}
 		inner := v[1 : len(v)-1]
-		if bytes.ContainsAny(inner, "\"\\\r\n") {
+		if !plain(inner) {
 			return false
 		}
-		out, err := b64.AppendDecode(make([]byte, 0, b64.DecodedLen(len(inner))), inner)
-		if err != nil {
-			return false
-		}
-		*dst = out
+		raw[i] = inner
 		return true
 	}
 	sint := func(dst *int64) bool {
@@ -551,40 +631,34 @@ func (f *fields) set(name string, v []byte) bool {
 	}
 	switch name {
 	case "op":
-		var b []byte
 		if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' || bytes.ContainsAny(v[1:len(v)-1], "\"\\") {
 			return false
 		}
-		b = v[1 : len(v)-1]
-		f.Op = string(b)
+		f.Op = opName(v[1 : len(v)-1])
 		return true
 	case "at":
-		var n int64
-		if !sint(&n) {
-			return false
-		}
-		f.At = &n
-		return true
+		f.HasAt = true
+		return sint(&f.At)
 	case "key":
-		return str(&f.Key)
+		return str(strKey)
 	case "src":
-		return str(&f.Src)
+		return str(strSrc)
 	case "acct":
-		return str(&f.Acct)
+		return str(strAcct)
 	case "maxh":
 		return uint(&f.MaxH)
 	case "maxp":
 		return uint(&f.MaxP)
 	case "addr":
-		return str(&f.Addr)
+		return str(strAddr)
 	case "owner":
-		return str(&f.Owner)
+		return str(strOwner)
 	case "note":
-		return str(&f.Note)
+		return str(strNote)
 	case "name":
-		return str(&f.Name)
+		return str(strName)
 	case "secret":
-		return str(&f.Secret)
+		return str(strSecret)
 	case "sess":
 		return uint(&f.Sess)
 	case "req":

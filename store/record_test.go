@@ -111,7 +111,7 @@ func decodeJSONPayload(p []byte) (item, error) {
 	if err := json.Unmarshal(p, &j); err != nil {
 		return item{}, err
 	}
-	f := fields(j)
+	f := j.fields()
 	return f.item()
 }
 
