@@ -294,11 +294,7 @@ func (s *sess) flushOnce() {
 	}
 	closing := s.closing && len(s.items) == 0 || end
 	s.mu.Unlock()
-	if pushed { // copies what it does not write at once
-		c.sendPushed(buf, frames)
-	} else {
-		c.sendFrames(buf, frames)
-	}
+	c.write(buf, frames, pushed) // copies what it does not write at once
 	if cap(buf) <= maxPooled {
 		*bp = buf[:0]
 		flushBufs.Put(bp)

@@ -605,11 +605,8 @@ func (c *conn) send(b []byte) { c.sendFrames(b, 1) }
 // cut). The frames not yet written count in backlog.
 func (c *conn) sendFrames(b []byte, frames int) { c.write(b, frames, false) }
 
-// sendPushed is sendFrames for frames among which one is pushed to a
+// write is sendFrames; pushed tells that b holds a frame pushed to a
 // client that waits for it (serve.NowWriter.WritePush).
-func (c *conn) sendPushed(b []byte, frames int) { c.write(b, frames, true) }
-
-// write is sendFrames; pushed tells that b holds a pushed frame.
 func (c *conn) write(b []byte, frames int, pushed bool) {
 	if len(b) == 0 {
 		return

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log"
 	"net"
 	"time"
 
@@ -99,15 +98,7 @@ func lcdFrameSystem(lc *lcdCluster) system {
 	sys := lcdSystem(lc)
 	sys.name += " (frames)"
 	sys.client = func(key string) locker {
-		var err error
-		for range 10 {
-			var l *frameLocker
-			if l, err = dialFrames(lc.leader(30*time.Second).mutex, key); err == nil {
-				return l
-			}
-		}
-		log.Fatalf("lcd session: %v", err)
-		return nil
+		return dialLeader(lc, func(addr string) (locker, error) { return dialFrames(addr, key) })
 	}
 	return sys
 }

@@ -454,18 +454,30 @@ func lcdSystem(lc *lcdCluster) system {
 		return st.CommitIndex
 	}
 	return system{name: lc.name(), procs: lc.procs, entries: entries, client: func(key string) locker {
-		// The leader may change (a loaded machine misses heartbeats):
-		// each client connects to the one that leads when it starts.
-		var err error
-		for range 10 {
-			var s *lockingcenter.Session
-			if s, err = lockingcenter.NewSession(context.Background(), lc.leader(30*time.Second).mutex); err == nil {
-				return &lcdLocker{s: s, key: key}
+		return dialLeader(lc, func(addr string) (locker, error) {
+			s, err := lockingcenter.NewSession(context.Background(), addr)
+			if err != nil {
+				return nil, err
 			}
-		}
-		log.Fatalf("lcd session: %v", err)
-		return nil
+			return &lcdLocker{s: s, key: key}, nil
+		})
 	}}
+}
+
+// dialLeader returns the locker dial makes on the session address of lc's
+// leader, trying ten times. The leader may change (a loaded machine
+// misses heartbeats): each client connects to the one that leads when it
+// starts.
+func dialLeader(lc *lcdCluster, dial func(addr string) (locker, error)) locker {
+	var err error
+	for range 10 {
+		var l locker
+		if l, err = dial(lc.leader(30 * time.Second).mutex); err == nil {
+			return l
+		}
+	}
+	log.Fatalf("lcd session: %v", err)
+	return nil
 }
 
 func etcdSystem(et *etcdCluster) system {
