@@ -631,7 +631,7 @@ func (f *fields) set(name string, v []byte, raw *[numStrings][]byte) bool {
 	}
 	switch name {
 	case "op":
-		if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' || bytes.ContainsAny(v[1:len(v)-1], "\"\\") {
+		if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' || !plain(v[1:len(v)-1]) {
 			return false
 		}
 		f.Op = opName(v[1 : len(v)-1])
