@@ -106,6 +106,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseFrame -fuzztime 30s ./session
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRecord -fuzztime 30s ./store
 	$(GO) test -run '^$$' -fuzz FuzzPayload -fuzztime 30s ./store
+	$(GO) test -run '^$$' -fuzz FuzzDecodeEntry -fuzztime 30s ./cluster
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./auth
 	$(GO) test -run '^$$' -fuzz FuzzEventJSON -fuzztime 30s ./httpapi
 	$(GO) test -run '^$$' -fuzz FuzzParseFrame -fuzztime 30s ./clients/go

@@ -74,7 +74,8 @@ type Cluster struct {
 	guard  *termGuard // over trans: what raft is given (transport.go)
 	// raftAddr is the address the raft port listens on.
 	raftAddr net.Addr
-	stats    *stats // the collector's figures (stats.go)
+	stats    *stats  // the collector's figures (stats.go)
+	batcher  batcher // the proposals that gather (propose.go)
 	// addressTicks, when set before Start, paces keepAddress in place
 	// of a ticker of the election timeout (tests).
 	addressTicks <-chan time.Time
@@ -311,25 +312,6 @@ func notLeader(err error) error {
 	return fmt.Errorf("%w: %w", mutex.ErrNotLeader, err)
 }
 
-// Propose appends c to the raft log. The wait returns once c has been
-// committed and applied here, or with an error wrapping
-// mutex.ErrNotLeader (this node does not lead, lost its leadership before
-// c committed, or is shutting down).
-func (c *Cluster) Propose(cmd *mutex.Command) (wait func() error) {
-	if c.raft == nil {
-		return func() error { return mutex.ErrNotLeader }
-	}
-	start := time.Now()
-	f := c.raft.Apply(commandEntry(cmd), c.cfg.ApplyTimeout)
-	return func() error {
-		if err := c.await(f); err != nil {
-			return notLeader(err)
-		}
-		c.stats.observeApply(start)
-		return nil
-	}
-}
-
 // await returns f's error once raft answers it. Raft leaves unanswered
 // the futures it had queued when it shuts down (hashicorp/raft#498), so
 // once this node is closing, or raft has shut down, await returns
@@ -495,7 +477,8 @@ func (c *Cluster) HTTPAddress() string { return c.cfg.HTTPAddress }
 
 // self returns this node as it records itself in the log.
 func (c *Cluster) self() Peer {
-	return Peer{ID: c.cfg.NodeID, RaftAddress: c.cfg.RaftAdvertise, ClientAddress: c.cfg.ClientAddress, HTTPAddress: c.cfg.HTTPAddress}
+	return Peer{ID: c.cfg.NodeID, RaftAddress: c.cfg.RaftAdvertise, ClientAddress: c.cfg.ClientAddress, HTTPAddress: c.cfg.HTTPAddress,
+		Batches: true}
 }
 
 // --- leadership ---

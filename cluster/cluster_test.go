@@ -348,6 +348,37 @@ func TestEntries(t *testing.T) {
 	if e, err := decodeEntry(old); err != nil || e.kind != entryMember || e.member != want {
 		t.Fatalf("member entry without an HTTP address: %+v, %v", e, err)
 	}
+	// A batch entry holds its commands in order.
+	b := batch{}
+	for i := range 3 {
+		c.Proposal, c.Key = uint64(10+i), fmt.Sprintf("k%d", i)
+		b.data = appendCommandEntry(b.data, &c)
+		b.ends = append(b.ends, len(b.data))
+	}
+	if e, err := decodeEntry(b.entry()); err != nil || e.kind != entryBatch || len(e.cmds) != 3 ||
+		e.cmds[2].Key != "k2" || e.cmds[2].Proposal != 12 || e.cmds[0].Proposer != c.Proposer {
+		t.Fatalf("batch entry: %+v, %v", e, err)
+	}
+	one := batch{data: appendCommandEntry(nil, &c)}
+	one.ends = []int{len(one.data)}
+	if got := one.entry(); got[0] != entryCommand {
+		t.Fatalf("a batch of one is an entry of kind %d", got[0])
+	}
+	whole := b.entry()
+	notCommands := batch{data: slices.Clone(b.data), ends: b.ends}
+	notCommands.data[0] = entryMember
+	for _, bad := range [][]byte{
+		{entryBatch},             // no count
+		{entryBatch, 1, 2, 1, 1}, // a batch of one
+		whole[:len(whole)-1],     // cut
+		append(whole, 0),         // trailing
+		notCommands.entry(),      // a member entry inside
+		{entryBatch, 2, 0, 0},    // empty commands
+	} {
+		if _, err := decodeEntry(bad); !errors.Is(err, errEntry) {
+			t.Fatalf("batch %q: %v", bad, err)
+		}
+	}
 	for _, b := range [][]byte{nil, {0}, {entryCommand}, {entryCommand, 1}, {entryCommand, 1, 1, 'x'},
 		{entryMember, '{', '}'}, {9, 1}} {
 		if _, err := decodeEntry(b); !errors.Is(err, errEntry) {

@@ -57,6 +57,12 @@ type Peer struct {
 	// follower forwards HTTP requests. "" when the node has no HTTP API,
 	// or has not recorded it yet (RAFT_PEERS does not name it).
 	HTTPAddress string
+	// Batches reports that the node reads batch entries (kind 4 of the
+	// package's log entries): a leader gathers commands into batches only
+	// once the log records this of every member of the configuration.
+	// A node sets it of itself; it is false in what RAFT_PEERS and the
+	// management port name, and in the records of lcd before batches.
+	Batches bool
 }
 
 // PeerTLS is the TLS of the connections between the nodes of a cluster

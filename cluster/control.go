@@ -52,7 +52,10 @@ type controlRequest struct {
 	Raft   string `json:"raft,omitempty"`
 	Client string `json:"client,omitempty"`
 	HTTP   string `json:"http,omitempty"` // opMember: the HTTP address; lcd before it sends none
-	Voter  bool   `json:"voter,omitempty"`
+	// Batches, of opMember: the node reads batch entries; lcd before
+	// them sends none.
+	Batches bool `json:"batches,omitempty"`
+	Voter   bool `json:"voter,omitempty"`
 }
 
 // controlResponse is a control response's JSON: Code and Error when it
@@ -149,7 +152,8 @@ func (c *Cluster) execute(req *controlRequest) controlResponse {
 	switch req.Op {
 	case opMember:
 		var r controlResponse
-		r.Index, r.Recorded, err = c.recordMember(Peer{ID: req.ID, RaftAddress: req.Raft, ClientAddress: req.Client, HTTPAddress: req.HTTP})
+		r.Index, r.Recorded, err = c.recordMember(Peer{ID: req.ID, RaftAddress: req.Raft, ClientAddress: req.Client, HTTPAddress: req.HTTP,
+			Batches: req.Batches})
 		if err == nil {
 			return r
 		}

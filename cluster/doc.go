@@ -23,10 +23,11 @@
 //	   length and CRC32C, then the command's JSON). The proposer and
 //	   proposal tell the node that proposed it its own command; the
 //	   command carries its time, so applying it reads no clock.
-//	2  member: JSON {"id", "raft", "client", "http"}: a node's raft address,
-//	   the client address of its mutex port and the address of its HTTP
-//	   API ("http" left out when it has none; records written before lcd
-//	   recorded it have none, and read so). A leader writes its own when it
+//	2  member: JSON {"id", "raft", "client", "http", "batches"}: a node's
+//	   raft address, the client address of its mutex port, the address of
+//	   its HTTP API ("http" left out when it has none; records written
+//	   before lcd recorded it have none, and read so), and "batches": true
+//	   when its lcd reads kind 4 (left out by lcd before it). A leader writes its own when it
 //	   takes over and the log records another or none, and one for each
 //	   bootstrap peer the log has none of; a follower whose record differs
 //	   from its settings (it came back on another address, or joined
@@ -34,6 +35,17 @@
 //	   protocol below. Nodes name the leader's client address from these,
 //	   and forward v1 requests there, and HTTP requests to its "http".
 //	3  forget: JSON {"id"}: the member of id was removed; its record goes.
+//	4  batch: uvarint count (at least 2), count uvarint lengths, then
+//	   count entries of kind 1 of those lengths, back to back: commands
+//	   proposed together, applied in their order, each with the batch's
+//	   position (so a grant's fencing token is the position times 65,536
+//	   plus its rank among the grants of the whole batch), in one step of
+//	   the node (mutex.Node.ApplyCommittedBatch). A leader
+//	   gathers the commands that arrive while two earlier entries of its
+//	   own wait for their commit (propose.go), at most 64 commands or
+//	   about 16 KiB, and writes a batch only while the log records "batches" of
+//	   every member of the configuration; a lone command is an entry of
+//	   kind 1.
 //
 // A leader proposes only entries it encoded, so an entry that does not
 // decode means the node's copy of the log is damaged (or was written by a

@@ -16,6 +16,7 @@ const (
 	entryCommand byte = 1
 	entryMember  byte = 2
 	entryForget  byte = 3
+	entryBatch   byte = 4
 )
 
 // errEntry: an entry that is not one this package wrote.
@@ -24,7 +25,8 @@ var errEntry = errors.New("cluster: bad log entry")
 // entry is one decoded entry.
 type entry struct {
 	kind   byte
-	cmd    mutex.Command
+	cmd    mutex.Command   // entryCommand
+	cmds   []mutex.Command // entryBatch, in their order
 	member Peer
 }
 
@@ -54,16 +56,18 @@ type memberJSON struct {
 	Raft   string `json:"raft"`
 	Client string `json:"client"`
 	HTTP   string `json:"http,omitempty"`
+	// Batches is absent from the records of lcd before batch entries.
+	Batches bool `json:"batches,omitempty"`
 }
 
 // toJSON returns p's record.
 func (p Peer) toJSON() memberJSON {
-	return memberJSON{ID: p.ID, Raft: p.RaftAddress, Client: p.ClientAddress, HTTP: p.HTTPAddress}
+	return memberJSON{ID: p.ID, Raft: p.RaftAddress, Client: p.ClientAddress, HTTP: p.HTTPAddress, Batches: p.Batches}
 }
 
 // peer returns the peer m records.
 func (m memberJSON) peer() Peer {
-	return Peer{ID: m.ID, RaftAddress: m.Raft, ClientAddress: m.Client, HTTPAddress: m.HTTP}
+	return Peer{ID: m.ID, RaftAddress: m.Raft, ClientAddress: m.Client, HTTPAddress: m.HTTP, Batches: m.Batches}
 }
 
 // memberEntry returns the entry that records p.
@@ -85,22 +89,17 @@ func decodeEntry(b []byte) (entry, error) {
 	}
 	switch b[0] {
 	case entryCommand:
-		rest := b[1:]
-		proposer, n := binary.Uvarint(rest)
-		if n <= 0 {
-			return entry{}, fmt.Errorf("%w: proposer", errEntry)
-		}
-		rest = rest[n:]
-		proposal, n := binary.Uvarint(rest)
-		if n <= 0 {
-			return entry{}, fmt.Errorf("%w: proposal", errEntry)
-		}
-		c, err := store.DecodeCommand(rest[n:])
+		c, err := decodeCommand(b[1:])
 		if err != nil {
-			return entry{}, fmt.Errorf("%w: %w", errEntry, err)
+			return entry{}, err
 		}
-		c.Proposer, c.Proposal = proposer, proposal
 		return entry{kind: entryCommand, cmd: c}, nil
+	case entryBatch:
+		cmds, err := decodeBatch(b[1:])
+		if err != nil {
+			return entry{}, err
+		}
+		return entry{kind: entryBatch, cmds: cmds}, nil
 	case entryMember, entryForget:
 		var m memberJSON
 		if err := json.Unmarshal(b[1:], &m); err != nil || m.ID == "" {
@@ -109,6 +108,68 @@ func decodeEntry(b []byte) (entry, error) {
 		return entry{kind: b[0], member: m.peer()}, nil
 	}
 	return entry{}, fmt.Errorf("%w: kind %d", errEntry, b[0])
+}
+
+// decodeCommand decodes a command entry after its kind byte. Errors:
+// errEntry, wrapping the reason.
+func decodeCommand(b []byte) (mutex.Command, error) {
+	proposer, n := binary.Uvarint(b)
+	if n <= 0 {
+		return mutex.Command{}, fmt.Errorf("%w: proposer", errEntry)
+	}
+	b = b[n:]
+	proposal, n := binary.Uvarint(b)
+	if n <= 0 {
+		return mutex.Command{}, fmt.Errorf("%w: proposal", errEntry)
+	}
+	c, err := store.DecodeCommand(b[n:])
+	if err != nil {
+		return mutex.Command{}, fmt.Errorf("%w: %w", errEntry, err)
+	}
+	c.Proposer, c.Proposal = proposer, proposal
+	return c, nil
+}
+
+// minCommandEntry is the least a command entry takes, in bytes: its
+// kind, proposer and proposal, and a record's header and payload.
+const minCommandEntry = 3 + store.HeaderLen + 2
+
+// decodeBatch decodes a batch entry after its kind byte: uvarint count,
+// count uvarint lengths, then that many command entries of those lengths,
+// back to back, with nothing after them. Errors: errEntry, wrapping the
+// reason.
+func decodeBatch(b []byte) ([]mutex.Command, error) {
+	count, n := binary.Uvarint(b)
+	if n <= 0 || count < 2 || count > uint64(len(b))/minCommandEntry {
+		return nil, fmt.Errorf("%w: batch count", errEntry)
+	}
+	b = b[n:]
+	lens := make([]uint64, count)
+	total := uint64(0)
+	for i := range lens {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l == 0 || l > uint64(len(b)) {
+			return nil, fmt.Errorf("%w: batch length %d", errEntry, i)
+		}
+		lens[i], total = l, total+l
+		b = b[n:]
+	}
+	if total != uint64(len(b)) {
+		return nil, fmt.Errorf("%w: batch of %d bytes, %d given", errEntry, total, len(b))
+	}
+	cmds := make([]mutex.Command, count)
+	for i, l := range lens {
+		if b[0] != entryCommand {
+			return nil, fmt.Errorf("%w: batch command %d of kind %d", errEntry, i, b[0])
+		}
+		c, err := decodeCommand(b[1:l])
+		if err != nil {
+			return nil, fmt.Errorf("batch command %d: %w", i, err)
+		}
+		cmds[i] = c
+		b = b[l:]
+	}
+	return cmds, nil
 }
 
 // snapshotFormat is the version of the snapshot header.

@@ -70,6 +70,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 		delete(f.members, e.member.ID)
 		delete(f.seeded, e.member.ID)
 		f.mmu.Unlock()
+	case e.kind == entryBatch:
+		f.node.ApplyCommittedBatch(e.cmds, l.Index)
 	default:
 		f.node.ApplyCommitted(&e.cmd, l.Index)
 	}

@@ -259,6 +259,9 @@ func (c *Cluster) addMember(p Peer, voter bool) error {
 			if p.ClientAddress == "" {
 				return nil
 			}
+			if r, ok := c.fsm.logged(p.ID); ok {
+				p.Batches = r.Batches // what the node recorded of itself
+			}
 			_, _, err := c.recordMember(p)
 			return err
 		case string(s.ID) == p.ID:
@@ -532,7 +535,8 @@ func (c *Cluster) keepAddress() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ForwardTimeout)
-		resp, err := c.atLeader(ctx, controlRequest{Op: opMember, ID: self.ID, Raft: self.RaftAddress, Client: self.ClientAddress, HTTP: self.HTTPAddress}, nil)
+		resp, err := c.atLeader(ctx, controlRequest{Op: opMember, ID: self.ID, Raft: self.RaftAddress, Client: self.ClientAddress, HTTP: self.HTTPAddress,
+			Batches: self.Batches}, nil)
 		cancel()
 		switch {
 		case err != nil:

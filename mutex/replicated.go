@@ -205,38 +205,7 @@ func (n *Node) proposeExpiries(due []uint64, now time.Time) []func() error {
 func (n *Node) ApplyCommitted(c *Command, index uint64) Result {
 	var d deliveries
 	n.mu.Lock()
-	c.Floor = max(c.Floor, index<<TokenShift)
-	var pr *proposal
-	if c.Proposer == n.instance && c.Proposal != 0 {
-		pr = n.proposals[c.Proposal]
-		delete(n.proposals, c.Proposal)
-	}
-	l := n.lives[c.Session]
-	n.position = index
-	res, _ := n.applyOne(c, &d) // the leader withdrew the departed as it proposed
-	n.position = 0
-	if pr != nil {
-		switch {
-		case res.Status != StatusParked || pr.waker == nil:
-		case n.leader:
-			n.watch(res.Ticket, pr.waker, pr.gone)
-		default:
-			// Proposed before this node stepped down, applied after: it
-			// is withdrawn here as SetLeader(false) withdrew the others,
-			// or nothing would ever wake it (a node removed from its
-			// cluster applies nothing more). The next leader's restart
-			// withdraws it from the table.
-			d.wakes = append(d.wakes, wake{pr.waker, Event{Kind: EventWithdrawn, Reason: ReasonRestart, Ticket: res.Ticket}, nil})
-		}
-		if c.Op == OpOpenSession && res.Status == StatusOK {
-			if nl := n.lives[res.Session]; nl != nil {
-				nl.route, nl.remote = pr.route, pr.remote
-			}
-		}
-		if pr.session && l != nil {
-			n.deliver(l, Output{Command: *c, Result: res}, &d)
-		}
-	}
+	pr, res := n.applyCommitted(c, index, &d)
 	if n.leader {
 		n.arm(n.now().UnixNano())
 	}
@@ -247,6 +216,74 @@ func (n *Node) ApplyCommitted(c *Command, index uint64) Result {
 	}
 	d.run()
 	return res
+}
+
+// ApplyCommittedBatch applies cmds, the commands of one entry committed
+// at position index, in their order, as ApplyCommitted applies each, in
+// one step: no observer registers, and no reader looks, between two of
+// them, so every node's observers see all of an entry's events or none.
+func (n *Node) ApplyCommittedBatch(cmds []Command, index uint64) {
+	type answer struct {
+		pr  *proposal
+		res Result
+	}
+	var d deliveries
+	var answers []answer
+	n.mu.Lock()
+	for i := range cmds {
+		if pr, res := n.applyCommitted(&cmds[i], index, &d); pr != nil {
+			answers = append(answers, answer{pr, res})
+		}
+	}
+	if n.leader {
+		n.arm(n.now().UnixNano())
+	}
+	n.mu.Unlock()
+	for _, a := range answers {
+		a.pr.res = a.res
+		close(a.pr.done)
+	}
+	d.run()
+}
+
+// applyCommitted applies c at position index and returns its result and
+// this node's proposal of it, if any, which the caller answers once n.mu
+// is released. n.mu is held.
+func (n *Node) applyCommitted(c *Command, index uint64, d *deliveries) (*proposal, Result) {
+	c.Floor = max(c.Floor, index<<TokenShift)
+	var pr *proposal
+	if c.Proposer == n.instance && c.Proposal != 0 {
+		pr = n.proposals[c.Proposal]
+		delete(n.proposals, c.Proposal)
+	}
+	l := n.lives[c.Session]
+	n.position = index
+	res, _ := n.applyOne(c, d) // the leader withdrew the departed as it proposed
+	n.position = 0
+	if pr == nil {
+		return nil, res
+	}
+	switch {
+	case res.Status != StatusParked || pr.waker == nil:
+	case n.leader:
+		n.watch(res.Ticket, pr.waker, pr.gone)
+	default:
+		// Proposed before this node stepped down, applied after: it is
+		// withdrawn here as SetLeader(false) withdrew the others, or
+		// nothing would ever wake it (a node removed from its cluster
+		// applies nothing more). The next leader's restart withdraws it
+		// from the table.
+		d.wakes = append(d.wakes, wake{pr.waker, Event{Kind: EventWithdrawn, Reason: ReasonRestart, Ticket: res.Ticket}, nil})
+	}
+	if c.Op == OpOpenSession && res.Status == StatusOK {
+		if nl := n.lives[res.Session]; nl != nil {
+			nl.route, nl.remote = pr.route, pr.remote
+		}
+	}
+	if pr.session && l != nil {
+		n.deliver(l, Output{Command: *c, Result: res}, d)
+	}
+	return pr, res
 }
 
 // SetLeader tells a replicated node whether it is its cluster's leader.
@@ -265,7 +302,10 @@ func (n *Node) SetLeader(leader bool) {
 		var d deliveries
 		// n.pmu first: a proposal that passed its leadership check has been
 		// handed to the log before SetLeader(false) returns, so none of this
-		// term reaches the log after a later term's restart.
+		// term reaches the log after a later term's restart. (A cluster's
+		// log takes proposals in batches: it hands them on in the order
+		// they were proposed, and refuses a batch begun in an earlier
+		// term than its own.)
 		n.pmu.Lock()
 		n.mu.Lock()
 		n.leader = false
