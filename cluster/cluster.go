@@ -82,6 +82,9 @@ type Cluster struct {
 	// beforeRaft, when set before Start, runs in Start just before raft
 	// starts, the raft port already open (tests).
 	beforeRaft func()
+	// recordsNoBatches, when set before Start, makes the node record
+	// itself as an lcd before batch entries did (tests of an upgrade).
+	recordsNoBatches bool
 	// controlRead, when set before Start, runs once a control request has
 	// been read, before it is answered (tests).
 	controlRead func()
@@ -478,7 +481,7 @@ func (c *Cluster) HTTPAddress() string { return c.cfg.HTTPAddress }
 // self returns this node as it records itself in the log.
 func (c *Cluster) self() Peer {
 	return Peer{ID: c.cfg.NodeID, RaftAddress: c.cfg.RaftAdvertise, ClientAddress: c.cfg.ClientAddress, HTTPAddress: c.cfg.HTTPAddress,
-		Batches: true}
+		Batches: !c.recordsNoBatches}
 }
 
 // --- leadership ---

@@ -19,17 +19,7 @@ func TestProposalsShareEntries(t *testing.T) {
 	eventually(t, "every node recorded that it reads batches", lead.c.batchesRead)
 	first := lead.c.raft.LastIndex()
 	const n = 200
-	waits := make([]func() error, n)
-	now := time.Now()
-	for i := range waits {
-		cmd := mutex.Command{Op: mutex.OpAcquire, At: now, Key: fmt.Sprintf("k%03d", i), Source: "v1"}
-		waits[i] = lead.c.Propose(&cmd)
-	}
-	for i, w := range waits {
-		if err := w(); err != nil {
-			t.Fatalf("proposal %d: %v", i, err)
-		}
-	}
+	proposeMany(t, lead, "k", n)
 	converge(t, lead, nodes)
 	var last uint64
 	for _, h := range lead.n.Snapshot().Holders { // in key order
@@ -111,4 +101,83 @@ func TestStaleBatchRefused(t *testing.T) {
 	if _, ok := lead.n.Holder("gathering"); ok {
 		t.Fatal("the stale command applied")
 	}
+}
+
+// logKinds returns how many entries of each kind the leader's log holds
+// after position from.
+func logKinds(t *testing.T, c *Cluster, from uint64) map[byte]int {
+	t.Helper()
+	kinds := map[byte]int{}
+	for i := from + 1; i <= c.raft.LastIndex(); i++ {
+		var l raft.Log
+		if err := c.logs.GetLog(i, &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Type == raft.LogCommand && len(l.Data) > 0 {
+			kinds[l.Data[0]]++
+		}
+	}
+	return kinds
+}
+
+// proposeMany proposes n acquires back to back at lead and waits for all.
+func proposeMany(t *testing.T, lead *testNode, prefix string, n int) {
+	t.Helper()
+	waits := make([]func() error, n)
+	for i := range waits {
+		cmd := mutex.Command{Op: mutex.OpAcquire, At: time.Now(), Key: fmt.Sprintf("%s%03d", prefix, i), Source: "v1"}
+		waits[i] = lead.c.Propose(&cmd)
+	}
+	for i, w := range waits {
+		if err := w(); err != nil {
+			t.Fatalf("proposal %s%d: %v", prefix, i, err)
+		}
+	}
+}
+
+// While a member records itself as an lcd before batch entries, the
+// leader writes every command in an entry of its own; once that member
+// runs this lcd (here: it restarts recording that it reads them), the
+// leader batches.
+func TestNoBatchesUntilEveryMemberReadsThem(t *testing.T) {
+	old := "n3"
+	nodes := newTestClusterWith(t, 3, testLogStore(t), func(tn *testNode) {
+		if tn.id == old {
+			tn.setup = func(c *Cluster) { c.recordsNoBatches = true }
+		}
+	})
+	lead := awaitLeader(t, nodes)
+	if lead.id == old { // the test is of the others' leader
+		if err := lead.c.raft.LeadershipTransfer().Error(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "another leader", func() bool { lead = awaitLeader(t, nodes); return lead.id != old })
+	}
+	eventually(t, "the others record that they read batches, n3 that it does not", func() bool {
+		for _, tn := range nodes {
+			if p, ok := lead.c.fsm.logged(tn.id); !ok || p.Batches != (tn.id != old) {
+				return false
+			}
+		}
+		return true
+	})
+	first := lead.c.raft.LastIndex()
+	proposeMany(t, lead, "before", 100)
+	if k := logKinds(t, lead.c, first); k[entryBatch] != 0 || k[entryCommand] != 100 {
+		t.Fatalf("with a member that reads no batches: entries by kind %v", k)
+	}
+	for _, tn := range nodes {
+		if tn.id == old {
+			tn.setup = nil
+			tn.restart(t)
+		}
+	}
+	lead = awaitLeader(t, nodes)
+	eventually(t, "every node recorded that it reads batches", lead.c.batchesRead)
+	first = lead.c.raft.LastIndex()
+	proposeMany(t, lead, "after", 100)
+	if k := logKinds(t, lead.c, first); k[entryBatch] == 0 {
+		t.Fatalf("after the upgrade: entries by kind %v", k)
+	}
+	converge(t, lead, nodes)
 }
