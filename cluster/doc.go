@@ -89,7 +89,7 @@
 // connection starts with 0xC1. Then one request and one response, each a
 // 4-byte big-endian length (at most 65,536) and that many bytes of JSON:
 //
-//	request  {"op", "id", "raft", "client", "http", "voter"}
+//	request  {"op", "id", "raft", "client", "http", "batches", "voter"}
 //	response {"code", "error", "leader", "node", "index", "recorded"}
 //
 // An empty code is success; otherwise code is one of not_leader (leader
@@ -101,7 +101,9 @@
 //	          (nanoseconds since it heard from a leader; 0 on the leader,
 //	          -1 never), "applied", "client"}
 //	member    leader: record the member id's raft, client and HTTP
-//	          addresses (a request without "http" records none);
+//	          addresses (a request without "http" records none), and
+//	          "batches": true when its lcd reads batch entries (lcd
+//	          before them sends none, and is recorded as reading none);
 //	          "recorded" is true when it wrote an entry for them, and
 //	          "index" the position by which its log records them (that
 //	          entry, or the last it applied when it held them already).
