@@ -148,6 +148,8 @@ func (c *Cluster) flushLocked() {
 		return
 	}
 	p.inFlight++
+	c.stats.proposedCommands.Add(uint64(len(b.ends)))
+	c.stats.proposedEntries.Add(1)
 	f := c.raft.Apply(b.entry(), c.cfg.ApplyTimeout)
 	go c.finish(b, f)
 }

@@ -35,14 +35,21 @@ var (
 	descLeaderChanges = prometheus.NewDesc("locking_center_raft_leader_changes_total",
 		"Times this node learned of a new leader (another node, or itself again in a later term), since start-up.",
 		nil, nil)
+	descProposedCommands = prometheus.NewDesc("locking_center_raft_proposed_commands_total",
+		"Commands this node handed to raft as a leader, since start-up.", nil, nil)
+	descProposedEntries = prometheus.NewDesc("locking_center_raft_proposed_entries_total",
+		"Raft entries those commands took (a batch of commands counts once), since start-up.", nil, nil)
 )
 
 // stats are the figures of a Cluster that its collector reports beside
 // what raft knows at the time of the scrape.
 type stats struct {
 	leaderChanges atomic.Uint64
-	apply         prometheus.Histogram
-	observer      *raft.Observer
+	// proposedCommands and proposedEntries count what the batcher handed
+	// to raft: their ratio is the commands per entry.
+	proposedCommands, proposedEntries atomic.Uint64
+	apply                             prometheus.Histogram
+	observer                          *raft.Observer
 }
 
 func newStats() *stats {
@@ -67,8 +74,9 @@ func newStats() *stats {
 func (s *stats) observeApply(start time.Time) { s.apply.Observe(time.Since(start).Seconds()) }
 
 // Collector returns the collector of c's raft figures: its state, term,
-// last, commit and applied positions, the leader changes it saw and the
-// histogram of its proposals' apply times. Register it once; before Start
+// last, commit and applied positions, the leader changes it saw, the
+// commands it proposed and the entries they took, and the histogram of
+// its proposals' apply times. Register it once; before Start
 // and after Close it reports the leader changes and the histogram only.
 func (c *Cluster) Collector() prometheus.Collector { return (*collector)(c) }
 
@@ -76,7 +84,7 @@ type collector Cluster
 
 func (k *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descState, descTerm, descLastIndex, descCommitIndex,
-		descAppliedIndex, descLeaderChanges} {
+		descAppliedIndex, descLeaderChanges, descProposedCommands, descProposedEntries} {
 		ch <- d
 	}
 	k.stats.apply.Describe(ch)
@@ -84,6 +92,8 @@ func (k *collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (k *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descLeaderChanges, prometheus.CounterValue, float64(k.stats.leaderChanges.Load()))
+	ch <- prometheus.MustNewConstMetric(descProposedCommands, prometheus.CounterValue, float64(k.stats.proposedCommands.Load()))
+	ch <- prometheus.MustNewConstMetric(descProposedEntries, prometheus.CounterValue, float64(k.stats.proposedEntries.Load()))
 	k.stats.apply.Collect(ch)
 	r := k.raft
 	if r == nil {

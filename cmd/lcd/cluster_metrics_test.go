@@ -20,7 +20,8 @@ type raftScrape struct {
 	state                       string // the state whose series is 1
 	term, commit, applied, last float64
 	leaderChanges               float64
-	applies                     uint64 // observations of the apply histogram
+	commands, entries           float64 // proposed by the node as a leader
+	applies                     uint64  // observations of the apply histogram
 }
 
 // scrapeRaft reads node i's raft series from its /metrics. Errors: it does
@@ -52,7 +53,8 @@ func (lc *lcdCluster) scrapeRaft(i int) (raftScrape, error) {
 	for name, dst := range map[string]*float64{
 		"locking_center_raft_term": &s.term, "locking_center_raft_commit_index": &s.commit,
 		"locking_center_raft_applied_index": &s.applied, "locking_center_raft_last_index": &s.last,
-		"locking_center_raft_leader_changes_total": &s.leaderChanges,
+		"locking_center_raft_leader_changes_total":    &s.leaderChanges,
+		"locking_center_raft_proposed_commands_total": &s.commands, "locking_center_raft_proposed_entries_total": &s.entries,
 	} {
 		if *dst, err = gauge(name); err != nil {
 			return s, err
@@ -191,6 +193,9 @@ func TestClusterRaftMetrics(t *testing.T) {
 	}
 	if got := after[lead].applies - before[lead].applies; got < 2*cycles {
 		t.Errorf("the leader's apply histogram grew by %d observations over %d locks and unlocks", got, 2*cycles)
+	}
+	if cmds, entries := after[lead].commands-before[lead].commands, after[lead].entries-before[lead].entries; cmds < 2*cycles || entries < 1 || entries > cmds {
+		t.Errorf("the leader proposed %v commands in %v entries over %d locks and unlocks", cmds, entries, 2*cycles)
 	}
 
 	lc.checkMembers(t, (lead+1)%3, -1)

@@ -146,6 +146,8 @@ var clusterOnly = []string{
 	"locking_center_raft_commit_index",
 	"locking_center_raft_applied_index",
 	"locking_center_raft_leader_changes_total",
+	"locking_center_raft_proposed_commands_total",
+	"locking_center_raft_proposed_entries_total",
 	"locking_center_raft_apply_seconds_bucket",
 	"locking_center_raft_apply_seconds_sum",
 	"locking_center_raft_apply_seconds_count",
