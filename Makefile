@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test test-go test-clients test-sessions test-deploy bench bench-v1 bench-session bench-http bench-modes bench-tls bench-ha soak soak-crash soak-powerloss soak-model soak-cluster soak-cluster-pause fuzz clean
+.PHONY: all build run test test-go test-clients test-sessions test-deploy bench bench-v1 bench-session bench-http bench-modes bench-tls bench-ha soak soak-crash soak-powerloss soak-model soak-cluster soak-cluster-pause test-upgrade fuzz clean
 
 all: build
 
@@ -96,6 +96,12 @@ soak-cluster:
 # The leader frozen with SIGSTOP for 1.5 to 6 s, then let go on, 40 times.
 soak-cluster-pause:
 	LC_CLUSTER_ROUNDS=$${LC_CLUSTER_ROUNDS:-40} $(GO) test -race -count=1 -timeout 2h -run 'TestClusterLeaderPaused' -v ./cmd/lcd
+
+# A rolling upgrade of a three-node cluster under load, from the lcd of
+# LC_UPGRADE_FROM (a git revision; default 57b4749, before batch entries)
+# to this tree's (about a minute; needs the git history).
+test-upgrade:
+	bash internal/upgradetest/run.sh $${LC_UPGRADE_FROM:-57b4749}
 
 # A short run of every fuzz target; new inputs land in the Go cache.
 fuzz:
