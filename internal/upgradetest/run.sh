@@ -1,5 +1,6 @@
 #!/bin/bash
-# A rolling upgrade of a three-node cluster (RAFT_LOG_STORE=wal), under
+# A rolling upgrade of a three-node cluster (RAFT_LOG_STORE of
+# LC_UPGRADE_STORE, wal by default), under
 # the load of this directory's program, from the lcd of a git revision
 # (before batch entries: 57b4749 by default) to the working tree's: the
 # nodes are stopped and started on the new lcd one at a time. It checks
@@ -14,6 +15,7 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd -P)
 rev=${1:-57b4749}
 p=${LC_UPGRADE_PORT:-211}
+store=${LC_UPGRADE_STORE:-wal}
 work=$(mktemp -d)
 declare -A pid
 fail() { echo "upgrade test: FAIL: $*" >&2; failed=1; }
@@ -34,7 +36,7 @@ git -C "$root" archive "$rev" | tar -x -C "$work/old" || { echo "upgrade test: n
 
 peers="n1=127.0.0.1:${p}41=127.0.0.1:${p}01,n2=127.0.0.1:${p}42=127.0.0.1:${p}02,n3=127.0.0.1:${p}43=127.0.0.1:${p}03"
 start() { # node binary
-	NODE_ID=n$1 RAFT_PEERS=$peers RAFT_DIR=$work/n$1 RAFT_LOG_STORE=wal BIND_ADDRESS=127.0.0.1:${p}0$1 \
+	NODE_ID=n$1 RAFT_PEERS=$peers RAFT_DIR=$work/n$1 RAFT_LOG_STORE=$store BIND_ADDRESS=127.0.0.1:${p}0$1 \
 		MANAGER_ADDRESS=127.0.0.1:${p}1$1 METRICS_ADDRESS=127.0.0.1:${p}2$1 HTTP_ADDRESS=127.0.0.1:${p}3$1 \
 		RAFT_ADDRESS=127.0.0.1:${p}4$1 LOG_LEVEL=info "$2" >>"$work/n$1.log" 2>&1 9>&- &
 	pid[$1]=$!
