@@ -7,7 +7,7 @@
 //	probe holder MANAGER_ADDR HEXKEY   print the source holding the key given
 //	                                   in hex, or "free"; exit 0
 //	probe free-addr                    print a 127.0.0.1:port where nothing
-//	                                   listens (bound, then closed)
+//	                                   listens, below the ephemeral range
 //	probe silent-server                listen on 127.0.0.1:0, print the address,
 //	                                   then accept connections and never answer
 //	                                   them, until SIGTERM or SIGINT; exit 0
@@ -57,7 +57,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -65,6 +64,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/locking-center/locking-center/internal/bench/proc"
 	"github.com/locking-center/locking-center/internal/silentserver"
 	"github.com/locking-center/locking-center/manager"
 )
@@ -276,14 +276,12 @@ func awaitWaiters(ctx context.Context, c *manager.Client, key string, n int, lim
 	}
 }
 
-// freeAddr binds a port on 127.0.0.1, closes it and returns its address.
+// freeAddr returns an address of 127.0.0.1 whose port no socket uses,
+// below the ephemeral range (proc.FreeAddrs): a port the system handed to
+// a listener of ours could be handed on to a client's connection before
+// lcd binds it.
 func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
+	return proc.FreeAddrs(1)[0], nil
 }
 
 // serveSilently runs a server on 127.0.0.1 that accepts connections and

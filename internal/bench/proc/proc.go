@@ -1,5 +1,6 @@
-// Package proc holds what the benchmark programs share to run the
-// servers they measure as processes: building a binary, free loopback
+// Package proc holds what the benchmark programs (and the conformance
+// suites' probe, for its free ports) share to run the servers they
+// measure as processes: building a binary, free loopback
 // ports below the ephemeral range, waiting for a listener, the CPU time a
 // process has used, and the system's TCP sockets.
 // Each function ends the program (log.Fatal) on a failure, as a
