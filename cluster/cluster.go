@@ -321,19 +321,32 @@ func notLeader(err error) error {
 // raft.ErrRaftShutdown instead; the goroutine that waits for f then waits
 // on until raft answers, if ever.
 func (c *Cluster) await(f raft.Future) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
+	var err error
+	done := make(chan struct{})
+	go func() {
+		err = f.Error()
+		close(done)
+	}()
+	if !c.answered(done) {
+		return raft.ErrRaftShutdown
+	}
+	return err
+}
+
+// answered waits until done is closed, this node closes or raft shuts
+// down, and reports whether done was closed.
+func (c *Cluster) answered(done <-chan struct{}) bool {
 	select {
-	case err := <-done:
-		return err
+	case <-done:
+		return true
 	case <-c.quit:
 	case <-c.raftDone:
 	}
 	select {
-	case err := <-done:
-		return err
+	case <-done:
+		return true
 	default:
-		return raft.ErrRaftShutdown
+		return false
 	}
 }
 

@@ -112,8 +112,9 @@ func (c *Cluster) add(cmd *mutex.Command) *batch {
 	p := &c.batcher
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	term := c.raft.CurrentTerm()
 	b := p.next
-	if b != nil && b.term != c.raft.CurrentTerm() {
+	if b != nil && b.term != term {
 		// Begun by the leader of an earlier term: refused now, so that
 		// this term's commands (its restart first) start a batch of their
 		// own.
@@ -121,13 +122,15 @@ func (c *Cluster) add(cmd *mutex.Command) *batch {
 		b = nil
 	}
 	if b == nil {
-		b = &batch{data: make([]byte, 0, entryCap), term: c.raft.CurrentTerm(), done: make(chan struct{})}
+		b = &batch{data: make([]byte, 0, entryCap), term: term, done: make(chan struct{})}
 		b.shared = p.inFlight >= maxInFlight && c.batchesRead()
 		p.next = b
 	}
 	b.data = appendCommandEntry(b.data, cmd)
 	b.ends = append(b.ends, len(b.data))
-	if p.inFlight < maxInFlight || !b.shared || b.full() {
+	// A batch that gathers has maxInFlight ahead of it: finish hands it
+	// on as soon as one of them is answered.
+	if !b.shared || b.full() {
 		c.flushLocked()
 	}
 	return b
@@ -188,16 +191,8 @@ func (c *Cluster) finish(b *batch, f raft.Future) {
 // (hashicorp/raft#498), so once this node is closing, or raft has shut
 // down, awaitBatch returns raft.ErrRaftShutdown instead.
 func (c *Cluster) awaitBatch(b *batch) error {
-	select {
-	case <-b.done:
-		return b.err
-	case <-c.quit:
-	case <-c.raftDone:
-	}
-	select {
-	case <-b.done:
-		return b.err
-	default:
+	if !c.answered(b.done) {
 		return raft.ErrRaftShutdown
 	}
+	return b.err
 }

@@ -206,15 +206,7 @@ func (n *Node) ApplyCommitted(c *Command, index uint64) Result {
 	var d deliveries
 	n.mu.Lock()
 	pr, res := n.applyCommitted(c, index, &d)
-	if n.leader {
-		n.arm(n.now().UnixNano())
-	}
-	n.mu.Unlock()
-	if pr != nil {
-		pr.res = res
-		close(pr.done)
-	}
-	d.run()
+	n.endApply(&d, answer{pr, res})
 	return res
 }
 
@@ -223,10 +215,6 @@ func (n *Node) ApplyCommitted(c *Command, index uint64) Result {
 // one step: no observer registers, and no reader looks, between two of
 // them, so every node's observers see all of an entry's events or none.
 func (n *Node) ApplyCommittedBatch(cmds []Command, index uint64) {
-	type answer struct {
-		pr  *proposal
-		res Result
-	}
 	var d deliveries
 	var answers []answer
 	n.mu.Lock()
@@ -235,13 +223,27 @@ func (n *Node) ApplyCommittedBatch(cmds []Command, index uint64) {
 			answers = append(answers, answer{pr, res})
 		}
 	}
+	n.endApply(&d, answers...)
+}
+
+// answer is the result owed to this node's proposal of a command applied.
+type answer struct {
+	pr  *proposal // nil: not this node's
+	res Result
+}
+
+// endApply ends an apply begun with n.mu held: it arms a leader's timer,
+// releases n.mu, then answers the proposals and runs d.
+func (n *Node) endApply(d *deliveries, answers ...answer) {
 	if n.leader {
 		n.arm(n.now().UnixNano())
 	}
 	n.mu.Unlock()
 	for _, a := range answers {
-		a.pr.res = a.res
-		close(a.pr.done)
+		if a.pr != nil {
+			a.pr.res = a.res
+			close(a.pr.done)
+		}
 	}
 	d.run()
 }
