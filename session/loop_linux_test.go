@@ -4,6 +4,7 @@ package session
 
 import (
 	"fmt"
+	"net"
 	"testing"
 	"time"
 )
@@ -132,5 +133,121 @@ func TestEventLoopPollersShareConnections(t *testing.T) {
 		if id := c.send(TypePing); c.expect(TypeOK).ID != id {
 			t.Fatal("a PING's OK with another id")
 		}
+	}
+}
+
+// The poller holds the answers of the connections one take of the epoll
+// set found ready until it has served them all (conn.hold): here eight
+// clients write an ACQUIRE while the poller is stopped in its hook, so
+// that its next take finds them all, and every one is granted; the
+// buffers lent to hold their answers come back to the poller, so an idle
+// connection keeps none.
+func TestEventLoopHoldsAnswersToTheTakesEnd(t *testing.T) {
+	e := start(t, envOptions{cfg: Config{ParkAfter: time.Hour, EventLoop: true, Pollers: 1}})
+	p := e.session.pollers[0]
+	const n = 8
+	clients := make([]*client, n)
+	for i := range clients {
+		clients[i] = e.hello(t, fmt.Sprint("c", i))
+	}
+	eventually(t, "every connection parked", func() bool { return parkedCount(e) == n })
+
+	stopped, resume := make(chan struct{}), make(chan struct{})
+	rooms := make(chan int, 1)
+	var calls int
+	p.mu.Lock()
+	p.seen = func(what string) { // on the poller's goroutine
+		calls++
+		switch {
+		case calls == 1:
+			close(stopped)
+			<-resume
+		case what == "answered": // the last PING's
+			rooms <- len(p.rooms)
+		}
+	}
+	p.mu.Unlock()
+	// The first client's PING stops the poller in its hook.
+	clients[0].send(TypePing)
+	<-stopped
+	ids := make([]uint64, n)
+	for i, c := range clients {
+		ids[i] = c.acquire(fmt.Sprint("k", i)) // in the kernel once the write returns (loopback)
+	}
+	close(resume)
+	clients[0].expect(TypeOK) // the PING's
+	for i, c := range clients {
+		c.granted(ids[i])
+	}
+	// A note made after the take that served them: a PING read alone.
+	clients[0].send(TypePing)
+	clients[0].expect(TypeOK)
+	if got := <-rooms; got < 2 {
+		t.Fatalf("%d write buffers back with the poller after a take of %d ready connections, want at least 2", got, n)
+	}
+	p.mu.Lock()
+	p.seen = nil
+	p.mu.Unlock()
+}
+
+// What a held connection's writes keep leaves before anything written
+// after: a pushed frame joins the held ones in order, unhold writes them
+// all, and close writes what is held before the connection ends (a
+// GOODBYE, say).
+func TestHeldWritesKeepTheirOrder(t *testing.T) {
+	e := start(t, envOptions{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newConn(e.session, nc, nil)
+	r := &reader{c: peer}
+	next := func() Frame {
+		t.Helper()
+		var f Frame
+		if err := r.next(&f); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+
+	c.hold(make([]byte, 0, 64))
+	c.send(okFrame(nil, 1))
+	c.write(okFrame(nil, 2), 1, true)
+	if got := c.backlog(); got != 2 {
+		t.Fatalf("backlog %d while held, want 2", got)
+	}
+	if room := c.unhold(); cap(room) == 0 {
+		t.Fatal("unhold kept the connection's buffer after writing it all")
+	}
+	if got := c.backlog(); got != 0 {
+		t.Fatalf("backlog %d after unhold, want 0", got)
+	}
+	c.send(okFrame(nil, 3))
+	for id := uint64(1); id <= 3; id++ {
+		if f := next(); f.Type != TypeOK || f.ID != id {
+			t.Fatalf("frame %#02x id %d, want OK id %d", uint8(f.Type), f.ID, id)
+		}
+	}
+
+	c.hold(nil)
+	c.send(goodbye(CodeProtocolError, "bye"))
+	c.close()
+	if f := next(); f.Type != TypeGoodbye {
+		t.Fatalf("frame %#02x after close, want the GOODBYE held before it", uint8(f.Type))
+	}
+	var f Frame
+	if err := r.next(&f); err == nil {
+		t.Fatalf("frame %#02x after the GOODBYE, want the end", uint8(f.Type))
 	}
 }

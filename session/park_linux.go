@@ -57,6 +57,8 @@ type poller struct {
 	n      int                   // of the last readFD
 	err    error
 
+	held   []*conn  // served in this take, their answers held (conn.hold)
+	rooms  [][]byte // write buffers to lend to the connections held
 	events []syscall.EpollEvent
 	nev    int                   // events[:nev] came from the last waitFD
 	waitFn func(fd uintptr) bool // p.waitFD, bound once
@@ -226,6 +228,7 @@ func (p *poller) loop() {
 		for _, ev := range p.events[:p.nev] {
 			p.ready(uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32)
 		}
+		p.unholdAll()
 	}
 }
 
@@ -292,7 +295,13 @@ func (p *poller) ready(id uint64) {
 			return
 		}
 		if c.s.loop && wholeFrames(p.buf[:n]) {
+			if p.nev > 1 {
+				p.hold(c)
+			}
 			ok := p.serve(c, n)
+			if !ok {
+				c.unhold() // its GOODBYE, say, before the end
+			}
 			p.idle(c, ok)
 			p.note("served")
 			return
@@ -316,6 +325,33 @@ func (p *poller) ready(id uint64) {
 		c.nc.Close()
 		c.end()
 	}
+}
+
+// hold holds c's writes until the take's end (conn.hold), lending it a
+// buffer of the poller's.
+func (p *poller) hold(c *conn) {
+	var room []byte
+	if k := len(p.rooms); k > 0 {
+		room, p.rooms = p.rooms[k-1], p.rooms[:k-1]
+	}
+	c.hold(room)
+	p.held = append(p.held, c)
+}
+
+// maxRooms bounds the write buffers the poller keeps to lend: one for
+// each connection a take can find ready.
+const maxRooms = 256
+
+// unholdAll writes the answers held in this take, and takes back the
+// buffers it lent.
+func (p *poller) unholdAll() {
+	for i, c := range p.held {
+		if room := c.unhold(); room != nil && cap(room) <= maxPooled && len(p.rooms) < maxRooms {
+			p.rooms = append(p.rooms, room[:0])
+		}
+		p.held[i] = nil
+	}
+	p.held = p.held[:0]
 }
 
 // idle leaves c parked after the poller served it, or ends it when it

@@ -573,13 +573,15 @@ type conn struct {
 	handling sync.Mutex
 	taken    bool
 
-	wmu     sync.Mutex
-	now     serve.NowWriter // writes without waiting
-	wbuf    []byte          // written by the drainer
-	wframes int             // frames in wbuf (one partly written counts whole)
-	writing int             // frames the drainer is writing now
-	drainer bool            // a drainer goroutine is writing
-	dead    bool
+	wmu      sync.Mutex
+	now      serve.NowWriter // writes without waiting
+	wbuf     []byte          // written by the drainer, or held
+	wframes  int             // frames in wbuf (one partly written counts whole)
+	writing  int             // frames the drainer is writing now
+	drainer  bool            // a drainer goroutine is writing
+	dead     bool
+	held     bool // writes wait in wbuf for the poller's unhold
+	heldPush bool // what is held carries a pushed frame
 }
 
 func newConn(s *Server, nc net.Conn, finish func(net.Conn)) *conn {
@@ -615,24 +617,35 @@ func (c *conn) write(b []byte, frames int, pushed bool) {
 		(*h)(b)
 	}
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if c.dead {
-		return
-	}
-	if c.drainer {
+	cut := false
+	switch {
+	case c.dead:
+	case c.drainer || c.held:
 		if len(c.wbuf)+len(b) > maxUnwritten {
 			// The client leaves its answers unread: cut it rather than
 			// hold them (docs/protocol.md, Timeouts).
-			c.dead = true
 			c.s.log.Info("session connection cut: its client left its answers unread",
 				slog.String(logRemote, c.remote), slog.Int("unwritten_bytes", len(c.wbuf)))
-			c.close()
-			return
+			c.dead, cut = true, true
+			break
 		}
 		c.wbuf = append(c.wbuf, b...)
 		c.wframes += frames
-		return
+		c.heldPush = c.heldPush || pushed
+	default:
+		cut = c.writeNow(b, frames, pushed)
 	}
+	c.wmu.Unlock()
+	if cut {
+		c.close()
+	}
+}
+
+// writeNow writes b, frames frames, to the socket without waiting, and
+// gives what it did not take to a drainer goroutine, in wbuf (which b may
+// be). It is called with wmu held, when no drainer runs, and reports
+// whether the connection is to be closed: the write failed.
+func (c *conn) writeNow(b []byte, frames int, pushed bool) (cut bool) {
 	var n int
 	var err error
 	if pushed {
@@ -642,19 +655,65 @@ func (c *conn) write(b []byte, frames int, pushed bool) {
 	}
 	if err != nil {
 		c.dead = true
-		c.close()
-		return
+		c.wbuf, c.wframes = c.wbuf[:0], 0
+		return true
 	}
 	if n == len(b) {
-		return
+		c.wbuf, c.wframes = c.wbuf[:0], 0
+		return false
 	}
-	c.wbuf = append(c.wbuf[:0], b[n:]...)
+	c.wbuf = append(c.wbuf[:0], b[n:]...) // copy handles b aliasing wbuf
 	c.wframes = frames
 	c.drainer = true
 	if !c.s.group.Go(c.drain) {
 		c.dead = true
+		return true
+	}
+	return false
+}
+
+// hold makes c's writes wait in wbuf, given room, until unhold: the
+// poller holds the answers of the connections it serves until it has
+// served every one its take of the epoll set found ready, and then
+// writes them one after another, as Redis writes its replies before it
+// waits again. Their clients then wake at about the same time, and a
+// client's host takes their answers in fewer wake-ups (docs/benchmarks.md,
+// "Answers written after the take").
+func (c *conn) hold(room []byte) {
+	c.wmu.Lock()
+	if !c.dead && !c.drainer {
+		c.held = true
+		if cap(c.wbuf) == 0 {
+			c.wbuf = room
+		}
+	}
+	c.wmu.Unlock()
+}
+
+// unhold writes what c's writes held since hold, as write would have. It
+// returns wbuf's room when everything left at once, for the poller to
+// lend again (an idle connection keeps no buffer), or nil.
+func (c *conn) unhold() (room []byte) {
+	c.wmu.Lock()
+	if !c.held {
+		c.wmu.Unlock()
+		return nil
+	}
+	c.held = false
+	pushed := c.heldPush
+	c.heldPush = false
+	cut := false
+	if !c.dead && !c.drainer && len(c.wbuf) > 0 {
+		cut = c.writeNow(c.wbuf, c.wframes, pushed)
+	}
+	if !c.drainer && len(c.wbuf) == 0 {
+		room, c.wbuf = c.wbuf, nil
+	}
+	c.wmu.Unlock()
+	if cut {
 		c.close()
 	}
+	return room
 }
 
 // maxUnwritten bounds what one connection's socket has not taken yet, in
@@ -699,9 +758,11 @@ func (c *conn) drain() {
 	}
 }
 
-// close closes the connection. The goroutine that serves it then finds
-// it closed and ends it; while it is parked, close ends it.
+// close closes the connection, once what the poller holds of its writes
+// is written. The goroutine that serves it then finds it closed and ends
+// it; while it is parked, close ends it. It is not called with wmu held.
 func (c *conn) close() {
+	c.unhold()
 	if c.pl != nil && c.pl.closeParked(c) {
 		return
 	}
