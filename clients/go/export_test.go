@@ -13,3 +13,10 @@ func WithClock(c interface {
 
 // DeadAddr returns a 127.0.0.1 address where nothing listens.
 var DeadAddr = deadAddr
+
+// Heard returns when s last heard a frame on its connection, by its clock.
+func Heard(s *Session) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.heard
+}

@@ -1366,7 +1366,8 @@ func (s *Session) serve(c *sconn) bool {
 		if stop != nil {
 			stop()
 		}
-		stop = s.clk.AfterFunc(next.Sub(now), s.poke)
+		// From the clock read now: the write above may have waited.
+		stop = s.clk.AfterFunc(next.Sub(s.clk.Now()), s.poke)
 		select {
 		case <-s.wake:
 		case <-c.dead:
@@ -1530,6 +1531,7 @@ func (s *Session) handle(f *frame) bool {
 		if s.ping != nil && f.id == s.ping.id {
 			s.ack(s.ping.sentAt)
 			s.ping = nil
+			s.poke() // the next ping is set from this answer, not at the silence bound
 			return true
 		}
 		if s.replay != nil && f.id == s.replay.syncID {

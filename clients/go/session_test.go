@@ -621,6 +621,10 @@ func TestSessionKeepalive(t *testing.T) {
 			info, ok := srv.sessionInfo(s.ID())
 			return ok && info.Idle == 0
 		})
+		// Its answer read before the next step: two steps with nothing
+		// heard pass the silence bound, and the session drops the
+		// connection (TestSessionSilentConnection).
+		eventually(t, "the ping's answer", func() bool { return lockingcenter.Heard(s).Equal(clk.Now()) })
 	}
 	if ended(l.Done()) || s.Err() != nil {
 		t.Fatalf("lock %v, session %v after 10 keepalives", l.Cause(), s.Err())
