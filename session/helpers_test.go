@@ -409,3 +409,39 @@ func parked(n *mutex.Node, key string) int { return n.Describe(key).Queue }
 
 // be64 encodes a u64 for a raw field.
 func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// heldJournal makes every command durable at once until hold, and from
+// then on holds them all until release.
+type heldJournal struct {
+	mu   sync.Mutex
+	done chan struct{} // nil: durable at once
+}
+
+func (j *heldJournal) Append(*mutex.Command) mutex.Pending {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.done == nil {
+		return nil
+	}
+	return heldPending(j.done)
+}
+
+func (j *heldJournal) hold() {
+	j.mu.Lock()
+	j.done = make(chan struct{})
+	j.mu.Unlock()
+}
+
+func (j *heldJournal) release() {
+	j.mu.Lock()
+	if j.done != nil {
+		close(j.done)
+		j.done = nil
+	}
+	j.mu.Unlock()
+}
+
+type heldPending chan struct{}
+
+func (p heldPending) Done() <-chan struct{} { return p }
+func (p heldPending) Wait() error           { <-p; return nil }

@@ -202,7 +202,9 @@ func (p *poller) drop(c *conn) {
 	c.parkID = 0
 	p.mu.Unlock()
 	p.remove(c)
-	c.nc.Close()
+	if !c.owesLast { // else end closes it once it has what it is owed
+		c.nc.Close()
+	}
 	c.endLater()
 	p.note("ended")
 }
@@ -284,6 +286,7 @@ func (p *poller) ready(id uint64) {
 		if err != nil {
 			c.ended(err)
 		}
+		c.owesLast = err == nil // its client shut down its writes: it still reads its answers
 		p.idle(c, false)
 		return
 	}

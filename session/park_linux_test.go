@@ -209,40 +209,6 @@ func BenchmarkParkedPing(b *testing.B) {
 	}
 }
 
-// heldJournal makes every command durable at once until hold, and from
-// then on holds them all until release.
-type heldJournal struct {
-	mu   sync.Mutex
-	done chan struct{} // nil: durable at once
-}
-
-func (j *heldJournal) Append(*mutex.Command) mutex.Pending {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.done == nil {
-		return nil
-	}
-	return heldPending(j.done)
-}
-
-func (j *heldJournal) hold() {
-	j.mu.Lock()
-	j.done = make(chan struct{})
-	j.mu.Unlock()
-}
-
-func (j *heldJournal) release() {
-	j.mu.Lock()
-	close(j.done)
-	j.done = nil
-	j.mu.Unlock()
-}
-
-type heldPending chan struct{}
-
-func (p heldPending) Done() <-chan struct{} { return p }
-func (p heldPending) Wait() error           { <-p; return nil }
-
 // The OK of a PING read while parked leaves after what the session owed
 // before it: here a grant still on its way to the log. With the event
 // loop too, where the poller serves the ACQUIRE itself.

@@ -48,6 +48,8 @@ type sess struct {
 	again    bool          // items came while it flushed: it goes round once more
 	closing  bool          // close the connection once everything is written
 	written  chan struct{} // closed when a flush ends, for awaitWritten; nil when nobody waits
+	taken    uint64        // items a flush has taken from items, ever
+	handed   uint64        // of them, those whose bytes the connection has been given
 }
 
 // attached returns the connection attached to s, nil when none is.
@@ -91,6 +93,18 @@ func (s *sess) queueBounded(it item, limit int) bool {
 		return false
 	}
 	s.items = append(s.items, it)
+	return true
+}
+
+// queueFor adds raw to what is owed when c is the session's connection,
+// and reports whether it did.
+func (s *sess) queueFor(c *conn, raw []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != c {
+		return false
+	}
+	s.items = append(s.items, item{raw: raw})
 	return true
 }
 
@@ -212,8 +226,9 @@ func (s *sess) flushLocked() {
 func (s *sess) flushRest() {
 	for s.again {
 		s.again = false
-		s.flushOnce() // unlocks s.mu
+		n := s.flushOnce() // unlocks s.mu
 		s.mu.Lock()
+		s.handed += n
 	}
 	s.flushing = false
 	if s.written != nil {
@@ -223,32 +238,48 @@ func (s *sess) flushRest() {
 	s.mu.Unlock()
 }
 
-// awaitWritten waits until everything owed is written to the attached
-// connection, the journal waited for where it must be, or until no
-// connection is attached. The reader of a CLOSE calls it before the
-// connection ends, so that the OK (and a WELCOME of the same batch)
-// reaches the client when the close waits for the write-ahead log.
-func (s *sess) awaitWritten() {
+// awaitWritten waits until c has been given the bytes of everything the
+// session owed when it was called, the journal waited for where it must
+// be; or until c is no longer the session's connection, or for at most
+// the header timeout (a flush that cannot come: the server stopping). A
+// connection's end calls it before the connection closes, so that the
+// answers of the requests it read reach their client ahead of its end
+// (docs/protocol.md, "Answers come before the end of their connection"):
+// the reader of a CLOSE, of a frame it refuses, of the end of its
+// client's writes, and a resume before it takes the session from c.
+func (s *sess) awaitWritten(c *conn) {
 	s.mu.Lock()
-	for s.conn != nil && (s.flushing || s.waiting || len(s.items) > 0) {
+	target := s.taken + uint64(len(s.items))
+	var timeout <-chan time.Time
+	for s.conn == c && s.handed < target {
 		if s.written == nil {
 			s.written = make(chan struct{})
 		}
 		ch := s.written
 		s.mu.Unlock()
-		<-ch
+		if timeout == nil {
+			t := time.NewTimer(s.srv.cfg.HeaderTimeout)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			return
+		}
 		s.mu.Lock()
 	}
 	s.mu.Unlock()
 }
 
-// flushOnce writes what is owed and ready, as Flush says. It is called
-// with s.mu held and returns with it released.
-func (s *sess) flushOnce() {
+// flushOnce writes what is owed and ready, as Flush says, and returns
+// how many items it took. It is called with s.mu held and returns with it
+// released.
+func (s *sess) flushOnce() (taken uint64) {
 	var revoke []mutex.Command
 	if s.batch.Load() || s.waiting || s.conn == nil {
 		s.mu.Unlock()
-		return
+		return 0
 	}
 	c := s.conn
 	bp := flushBufs.Get().(*[]byte)
@@ -279,6 +310,7 @@ func (s *sess) flushOnce() {
 	n := copy(s.items, s.items[ready:])
 	clear(s.items[n:])
 	s.items = s.items[:n]
+	s.taken += uint64(ready)
 	if len(s.items) > 0 && !end {
 		s.waiting = true
 		p := s.items[0].durable()
@@ -305,6 +337,7 @@ func (s *sess) flushOnce() {
 	for i := range revoke {
 		s.srv.node.Apply(revoke[i])
 	}
+	return uint64(ready)
 }
 
 // encode appends the frame of it to b. It returns a revoke to apply for a

@@ -274,6 +274,8 @@ func (c *conn) run(r *reader, opened bool) (parked bool) {
 		}
 		if err != nil {
 			c.ended(err)
+			// A client that shut down its writes still reads its answers.
+			c.owesLast = errors.Is(err, io.EOF)
 			c.end()
 			return false
 		}
@@ -326,6 +328,9 @@ func (c *conn) park(r *reader) bool {
 // end ends the connection's service: the server forgets it, the session
 // is left without it, and the connection is finished.
 func (c *conn) end() {
+	if c.owesLast {
+		c.sess.awaitWritten(c)
+	}
 	c.s.mu.Lock()
 	delete(c.s.conns, c)
 	c.s.mu.Unlock()
@@ -573,6 +578,11 @@ type conn struct {
 	handling sync.Mutex
 	taken    bool
 
+	// owesLast: the connection ends once the session has given it what
+	// it owes (end): it said GOODBYE after its answers (sendLast), or its
+	// client shut down its writes. Of whoever serves the connection.
+	owesLast bool
+
 	wmu      sync.Mutex
 	now      serve.NowWriter // writes without waiting
 	wbuf     []byte          // written by the drainer, or held
@@ -625,7 +635,7 @@ func (c *conn) write(b []byte, frames int, pushed bool) {
 			// The client leaves its answers unread: cut it rather than
 			// hold them (docs/protocol.md, Timeouts).
 			c.s.log.Info("session connection cut: its client left its answers unread",
-				slog.String(logRemote, c.remote), slog.Int("unwritten_bytes", len(c.wbuf)))
+				slog.String(logRemote, c.remote), slog.Int("unwritten_bytes", len(c.wbuf)+len(b)))
 			c.dead, cut = true, true
 			break
 		}
@@ -776,7 +786,21 @@ func (c *conn) refuseFrame(err error) {
 		return // the read failed: nothing to tell
 	}
 	c.s.log.Debug("protocol error on a session connection", slog.String(logRemote, c.remote), slog.Any(logError, err))
-	c.flushThenSend(goodbye(CodeProtocolError, err.Error()))
+	c.sendLast(goodbye(CodeProtocolError, err.Error()))
+}
+
+// sendLast sends b, a GOODBYE, after everything the session owes c, and
+// has c's end wait until the connection has it (end): the answers of the
+// requests read before it go ahead of it, also those that wait for the
+// log. Called by whoever serves c; it ends a batch under way.
+func (c *conn) sendLast(b []byte) {
+	s := c.sess
+	if s == nil || !s.queueFor(c, b) {
+		c.send(b)
+		return
+	}
+	s.endBatch()
+	c.owesLast = true
 }
 
 // flushThenSend writes what the session has waiting, then b.
@@ -995,12 +1019,15 @@ func (c *conn) resume(f *Frame) bool {
 	// WELCOME says what the session holds and which requests applied.
 	// It stays stopped (its handling held) until it has its GOODBYE, so
 	// that it cannot end its connection without one.
+	// What the session owes that connection for the requests it handled
+	// goes there, ahead of its GOODBYE, also when it waits for the log.
 	var stopped *conn
 	if route, ok := c.s.node.SessionRoute(id, hash, bound); ok {
 		if s, _ := route.(*sess); s != nil {
 			if old := s.attached(); old != nil && old != c {
 				old.stop()
 				stopped = old
+				s.awaitWritten(old)
 			}
 		}
 	}
@@ -1265,7 +1292,7 @@ func (c *conn) handle(f *Frame) bool {
 		c.s.watch.dropSession(s)
 		s.endBatch()
 		s.closeAfterFlush()
-		s.awaitWritten()
+		s.awaitWritten(c)
 		return false
 	}
 	return true
