@@ -60,27 +60,19 @@ func TestGoodbyeAfterTheAnswersOfItsBatch(t *testing.T) {
 // On a log, the answers that wait for it still go ahead of the GOODBYE
 // of a bad frame: the connection ends once they are written.
 func TestGoodbyeWaitsForTheLog(t *testing.T) {
-	j := &heldJournal{}
-	e, seen := owedEnv(t, j, true)
-	c := e.hello(t, "c")
-	await(t, seen, "parked")
-	j.hold()
-	b := frameOf(TypeAcquire, 2, func(fb *frameBuilder) { fb.str(TagKey, "k") })
-	b = append(b, frameOf(TypePing, 3)...)
-	b = append(b, frameOf(0x55, 4)...) // no such type
-	c.write(b)
-	await(t, seen, "ended") // the bad frame read, the connection's end waits for the log
+	c, seen, j := heldBurst(t)
+	c.write(frameOf(0x55, 4)) // no such type
+	await(t, seen, "ended", "served") // the bad frame read, the connection's end waits for the log
 	j.release()
-	c.granted(2)
-	if f := c.expect(TypeOK); f.ID != 3 {
-		t.Fatalf("OK of id %d, want 3", f.ID)
-	}
+	expectBurstAnswers(t, c)
 	expectGoodbye(t, c, CodeProtocolError)
 }
 
-// A client that shuts down its writes after its requests reads their
-// answers, those that wait for the log too, before the server closes.
-func TestHalfCloseGetsItsAnswers(t *testing.T) {
+// heldBurst opens a session on a node whose log holds every command from
+// then on, and sends it an ACQUIRE (id 2) and a PING (id 3), the grant
+// held by the log.
+func heldBurst(t *testing.T) (*client, <-chan string, *heldJournal) {
+	t.Helper()
 	j := &heldJournal{}
 	e, seen := owedEnv(t, j, true)
 	c := e.hello(t, "c")
@@ -88,15 +80,28 @@ func TestHalfCloseGetsItsAnswers(t *testing.T) {
 	j.hold()
 	b := frameOf(TypeAcquire, 2, func(fb *frameBuilder) { fb.str(TagKey, "k") })
 	c.write(append(b, frameOf(TypePing, 3)...))
+	return c, seen, j
+}
+
+// expectBurstAnswers reads the answers of heldBurst's frames.
+func expectBurstAnswers(t *testing.T, c *client) {
+	t.Helper()
+	c.granted(2)
+	if f := c.expect(TypeOK); f.ID != 3 {
+		t.Fatalf("OK of id %d, want 3", f.ID)
+	}
+}
+
+// A client that shuts down its writes after its requests reads their
+// answers, those that wait for the log too, before the server closes.
+func TestHalfCloseGetsItsAnswers(t *testing.T) {
+	c, seen, j := heldBurst(t)
 	if err := c.c.(*net.TCPConn).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
 	await(t, seen, "ended", "served", "parked")
 	j.release()
-	c.granted(2)
-	if f := c.expect(TypeOK); f.ID != 3 {
-		t.Fatalf("OK of id %d, want 3", f.ID)
-	}
+	expectBurstAnswers(t, c)
 	if !c.closed() {
 		t.Fatal("the connection is still open")
 	}
