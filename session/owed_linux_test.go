@@ -61,7 +61,7 @@ func TestGoodbyeAfterTheAnswersOfItsBatch(t *testing.T) {
 // of a bad frame: the connection ends once they are written.
 func TestGoodbyeWaitsForTheLog(t *testing.T) {
 	c, seen, j := heldBurst(t)
-	c.write(frameOf(0x55, 4)) // no such type
+	c.write(frameOf(0x55, 4))         // no such type
 	await(t, seen, "ended", "served") // the bad frame read, the connection's end waits for the log
 	j.release()
 	expectBurstAnswers(t, c)

@@ -275,7 +275,7 @@ func (s *sess) awaitWritten(c *conn) {
 // flushOnce writes what is owed and ready, as Flush says, and returns
 // how many items it took. It is called with s.mu held and returns with it
 // released.
-func (s *sess) flushOnce() (taken uint64) {
+func (s *sess) flushOnce() uint64 {
 	var revoke []mutex.Command
 	if s.batch.Load() || s.waiting || s.conn == nil {
 		s.mu.Unlock()

@@ -1018,9 +1018,9 @@ func (c *conn) resume(f *Frame) bool {
 	// very moment: let it finish, and handle nothing after, before the
 	// WELCOME says what the session holds and which requests applied.
 	// It stays stopped (its handling held) until it has its GOODBYE, so
-	// that it cannot end its connection without one.
-	// What the session owes that connection for the requests it handled
-	// goes there, ahead of its GOODBYE, also when it waits for the log.
+	// that it cannot end its connection without one; what the session
+	// owes it for the requests it handled goes there ahead of the
+	// GOODBYE, also when it waits for the log.
 	var stopped *conn
 	if route, ok := c.s.node.SessionRoute(id, hash, bound); ok {
 		if s, _ := route.(*sess); s != nil {
