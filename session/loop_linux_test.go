@@ -251,3 +251,86 @@ func TestHeldWritesKeepTheirOrder(t *testing.T) {
 		t.Fatalf("frame %#02x after the GOODBYE, want the end", uint8(f.Type))
 	}
 }
+
+// stopPoller stops e's only poller in its test hook, on its goroutine: a
+// PING of a, parked, is answered there. It returns what lets the poller
+// go on; until then the connections' bytes wait in the kernel.
+func stopPoller(t *testing.T, e *env, a *client) (resume func()) {
+	t.Helper()
+	p := e.session.pollers[0]
+	stopped, goOn := make(chan struct{}), make(chan struct{})
+	var calls int
+	p.mu.Lock()
+	p.seen = func(what string) {
+		if what == "answered" && calls == 0 { // the poller's: a's PING
+			calls++
+			close(stopped)
+			<-goOn
+		}
+	}
+	p.mu.Unlock()
+	a.send(TypePing)
+	<-stopped
+	return func() {
+		close(goOn)
+		a.expect(TypeOK)
+	}
+}
+
+// The epoll set is edge-triggered: it reports a connection once for each
+// arrival of bytes, so what one read leaves behind must be asked for
+// again (poller.rearm). Frames that fill the poller's buffer exactly, with
+// more behind them, are all answered; and the end of a connection that
+// came with its last frames is seen once they are answered.
+func TestEdgeTriggeredSetLeavesNothingUnread(t *testing.T) {
+	for _, loop := range []bool{false, true} {
+		t.Run(fmt.Sprint("event loop ", loop), func(t *testing.T) {
+			e := start(t, envOptions{cfg: Config{ParkAfter: time.Millisecond, EventLoop: loop, Pollers: 1}})
+			a, b := e.hello(t, "a"), e.hello(t, "b")
+			eventually(t, "both connections parked", func() bool { return parkedCount(e) == 2 })
+
+			if loop { // only the event loop serves a DESCRIBE without a goroutine
+				// A DESCRIBE of two bytes' key (18 bytes) and 38 PINGs (13
+				// bytes each) fill the buffer; 10 PINGs follow.
+				burst := frameOf(TypeDescribe, b.id+1, func(fb *frameBuilder) { fb.str(TagKey, "kk") })
+				for i := range 48 {
+					burst = append(burst, frameOf(TypePing, b.id+2+uint64(i))...)
+				}
+				if len(burst) != pollRead+10*13 {
+					t.Fatalf("burst of %d bytes", len(burst))
+				}
+				resume := stopPoller(t, e, a)
+				b.write(burst) // in b's socket once the write returns (loopback)
+				resume()
+				if f := b.expect(TypeInfo); f.ID != b.id+1 {
+					t.Fatalf("INFO of id %d, want %d", f.ID, b.id+1)
+				}
+				for i := range 48 {
+					if f := b.expect(TypeOK); f.ID != b.id+2+uint64(i) {
+						t.Fatalf("OK of id %d, want %d", f.ID, b.id+2+uint64(i))
+					}
+				}
+				b.id += 49
+				if parkedCount(e) != 2 {
+					t.Fatalf("%d connections parked after the burst, want 2", parkedCount(e))
+				}
+				e.session.pollers[0].mu.Lock()
+				e.session.pollers[0].seen = nil
+				e.session.pollers[0].mu.Unlock()
+			}
+
+			resume := stopPoller(t, e, a)
+			id := b.send(TypePing)
+			if err := b.c.(*net.TCPConn).CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+			resume()
+			if f := b.expect(TypeOK); f.ID != id {
+				t.Fatalf("OK of id %d, want %d", f.ID, id)
+			}
+			if !b.closed() {
+				t.Fatal("the connection whose end came with its last PING is still open")
+			}
+		})
+	}
+}
