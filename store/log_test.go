@@ -102,8 +102,27 @@ func TestWriteFailure(t *testing.T) {
 			before := []mutex.Command{acquire("held", "s", "a", epoch), acquire("to-release", "s", "a", epoch)}
 			mustAppend(t, l, before...)
 
-			fl.set(tt.inject)
-			errs := appendAll(l, acquire("lost", "s", "a", epoch), release("to-release", epoch))
+			// Both changes go into one batch: they are appended while the
+			// writer is inside the fsync of a batch before them, whose
+			// write and fsync the plans let through.
+			entered, proceed := make(chan struct{}), make(chan struct{})
+			fl.set(func(fl *faults) {
+				fl.entered, fl.proceed = entered, proceed
+				fl.writePlan, fl.syncPlan = []bool{false}, []bool{false}
+				tt.inject(fl)
+			})
+			filler := acquire("filler", "s", "a", epoch)
+			first := l.Append(&filler)
+			<-entered
+			lost, rel := acquire("lost", "s", "a", epoch), release("to-release", epoch)
+			ps := []mutex.Pending{l.Append(&lost), l.Append(&rel)}
+			fl.set(func(fl *faults) { fl.entered, fl.proceed = nil, nil })
+			close(proceed)
+			if err := first.Wait(); err != nil {
+				t.Fatalf("the batch before: %v", err)
+			}
+			before = append(before, filler)
+			errs := []error{ps[0].Wait(), ps[1].Wait()}
 			for i, err := range errs {
 				if !errors.Is(err, mutex.ErrJournal) || !errors.Is(err, errInjected) {
 					t.Fatalf("change %d: got %v, want ErrJournal wrapping the injected error", i, err)
