@@ -23,8 +23,8 @@ const pollRead = initialRead
 
 // poller holds the parked connections of a server (Config.ParkAfter) in an
 // epoll set of its own, edge-triggered (rearm), and one goroutine waits
-// for all of them: it waits in the Go runtime's poller for the set's descriptor to
-// be readable, so no thread blocks in epoll_wait. When a
+// for all of them: it waits in the Go runtime's poller for the set's
+// descriptor to be readable, so no thread blocks in epoll_wait. When a
 // parked connection has bytes, the poller reads them; if they are whole
 // PINGs only, it answers them itself and the connection stays parked;
 // anything else (another frame, a frame cut short, the end of the
