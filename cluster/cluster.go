@@ -220,6 +220,13 @@ func (c *Cluster) Start(n *mutex.Node) (err error) {
 	c.wg.Add(1)
 	go c.observe()
 	c.raft.RegisterObserver(c.stats.observer)
+	votes := make(chan raft.Observation, 16)
+	c.raft.RegisterObserver(raft.NewObserver(votes, false, isVoteRequest))
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		votePrompts(c.raft, votes, c.quit, c.log)
+	}()
 	switch {
 	case existing:
 		c.log.Info("raft state found, rejoining the cluster", slog.String(logDir, c.cfg.Dir),

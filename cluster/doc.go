@@ -82,6 +82,13 @@
 // before any other command; on losing it, SetLeader(false) at once. A term
 // that changed while this node led counts as a loss and a win.
 //
+// A follower asked for its vote (or pre-vote) while it still knows a
+// leader looks for that leader at once when it has been silent for the
+// heartbeat timeout, and otherwise once that timeout has passed since its
+// last contact, instead of at the next random draw of its own timer: the
+// cluster then elects about when its first follower notices a dead
+// leader (election.go).
+//
 // # The control protocol
 //
 // The raft port carries a second protocol beside raft's RPCs, told apart
