@@ -112,7 +112,9 @@ func promptedByVote(r *raft.Raft, candidate raft.ServerID, log *slog.Logger) (wa
 // checkHeartbeat makes follower r check its heartbeat now: it lowers the
 // heartbeat timeout of rc, r's reloadable configuration, by a nanosecond,
 // which makes raft's follower loop run its check at once, and then sets rc
-// back. Errors: raft.ReloadConfig's.
+// back. Nothing else changes raft's reloadable configuration (a change
+// between the read of rc and this would be undone). Errors:
+// raft.ReloadConfig's.
 func checkHeartbeat(r *raft.Raft, rc raft.ReloadableConfig) error {
 	lower := rc
 	lower.HeartbeatTimeout--
