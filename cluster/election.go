@@ -37,10 +37,10 @@ import (
 // decide, as for an election its timer started.
 //
 // hashicorp/raft has no call that starts an election. A follower checks
-// its heartbeat at once when its heartbeat timeout is lowered
-// (raft.ReloadConfig: "on follower, update current timer to use the
-// shorter new value"), so checkHeartbeat lowers it by a nanosecond and
-// sets it back.
+// its heartbeat at once when its heartbeat timeout is lowered (a
+// raft.ReloadConfig that shrinks the timeout restarts the follower's
+// timer at zero), so checkHeartbeat lowers it by a nanosecond and sets it
+// back.
 
 // votePrompts follows the vote and pre-vote requests r observes, from
 // obs, until quit is closed, and makes r check its heartbeat at once when
