@@ -64,9 +64,10 @@ var (
 	ErrRateLimited = errors.New("lockingcenter: rate limited")
 	// ErrClusterNoLeader: NewSession found no node of the cluster that
 	// leads: each one that answered said GOODBYE not_leader and named no
-	// leader to follow (an election under way, or a cluster without a
-	// quorum). It matches ErrFailed too. Try again after a moment. (Not
-	// ErrNoLeader, which is an Election's.)
+	// leader to follow, or one that could not be reached (an election
+	// under way after the leader died, or a cluster without a quorum). It
+	// matches ErrFailed too. Try again after a moment. (Not ErrNoLeader,
+	// which is an Election's.)
 	ErrClusterNoLeader = fmt.Errorf("%w: no node leads the cluster now", ErrFailed)
 	// ErrOverLimit: the source holds or has waiting as many locks as the
 	// server allows one source, or the server has as many connections as

@@ -286,7 +286,7 @@ type heldItem struct {
 // ErrInvalidSource, a network error, or an error matching ErrFailed when
 // the server refused the session (from every address: the last one's),
 // ErrClusterNoLeader among them when the nodes know no leader to send it
-// to (an election: try again).
+// to, or only one that cannot be reached (an election: try again).
 func NewSession(ctx context.Context, addr string, opts ...SessionOption) (*Session, error) {
 	cfg := sessionConfig{connectTimeout: DefaultConnectTimeout, readTimeout: DefaultReadTimeout}
 	for _, o := range opts {
@@ -375,9 +375,14 @@ func sessionAddresses(addr string, more []string) []string {
 // open sends the HELLO b to each address in turn, following a node that
 // names the leader, until one answers WELCOME; bound, when not 0, limits
 // each attempt. It gives up on an answer that another node would give
-// too, and after every address has failed once.
+// too, and after every address has failed once. When a node answered
+// not_leader and the rest could not be reached (the leader it named among
+// them: a leader that has just died, which the followers name until they
+// elect another), the error matches ErrClusterNoLeader: the cluster is
+// between leaders, and asking again soon is what helps.
 func (s *Session) open(ctx context.Context, b []byte, bound time.Duration) (*sconn, *frame, error) {
 	var err error
+	notLeader := false
 	for tries := 0; tries < 2*len(s.addrs)+1; tries++ {
 		addr := s.target()
 		var c *sconn
@@ -385,6 +390,7 @@ func (s *Session) open(ctx context.Context, b []byte, bound time.Duration) (*sco
 		if c, w, err = s.handshake(ctx, addr, b, bound); err == nil {
 			return c, w, nil
 		}
+		notLeader = notLeader || errors.Is(err, ErrClusterNoLeader)
 		if ctx.Err() != nil || !s.failedAt(addr, err) {
 			return nil, nil, err
 		}
@@ -394,6 +400,9 @@ func (s *Session) open(ctx context.Context, b []byte, bound time.Duration) (*sco
 		if round {
 			break // each address once, and no leader named
 		}
+	}
+	if g := (*goodbyeError)(nil); notLeader && !errors.As(err, &g) {
+		err = fmt.Errorf("%w; %w", ErrClusterNoLeader, err)
 	}
 	return nil, nil, err
 }

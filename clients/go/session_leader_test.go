@@ -153,3 +153,24 @@ func TestSessionNamedLeaderGone(t *testing.T) {
 		t.Fatalf("session %d not at %s", s.ID(), srv.addr)
 	}
 }
+
+// Followers that still name a leader that has died (until they elect
+// another) make NewSession fail with ErrClusterNoLeader, as followers that
+// name none do, so that its caller asks again: not with the dead leader's
+// dial error alone.
+func TestSessionNamedLeaderUnreachable(t *testing.T) {
+	checkLeaks(t)
+	dead := lockingcenter.DeadAddr(t)
+	f1, f2 := startFollower(t, dead), startFollower(t, dead)
+	_, err := lockingcenter.NewSession(context.Background(), f1.addr+","+f2.addr+","+dead)
+	if !errors.Is(err, lockingcenter.ErrClusterNoLeader) {
+		t.Fatalf("NewSession with the named leader dead: %v, want ErrClusterNoLeader", err)
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) {
+		t.Errorf("NewSession's error %q does not carry the dial's", err)
+	}
+	if f1.conns.Load() == 0 || f2.conns.Load() == 0 {
+		t.Fatalf("asked the followers %d and %d times", f1.conns.Load(), f2.conns.Load())
+	}
+}

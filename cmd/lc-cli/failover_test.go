@@ -367,3 +367,22 @@ func TestManagementCommandsFollowTheLeader(t *testing.T) {
 		t.Fatalf("after the reset at a follower the key is held: %+v", hs)
 	}
 }
+
+// lock -- and wait, started right after the leader is killed, with the
+// dead leader's address last (the other nodes answer not_leader, naming
+// it or none until they elect another), wait for the new leader within
+// --timeout and succeed: they do not give up on the dead node's refused
+// dial.
+func TestLockStartedDuringAFailover(t *testing.T) {
+	tc := startTestCluster(t)
+	leader := tc.leader(t, 0, 1, 2)
+	env := tc.environ((leader+1)%3, (leader+2)%3, leader)
+	tc.nodes[leader].cmd.Process.Kill()
+	<-tc.nodes[leader].exited
+	if r := runBinary(t, env, "lock", "during/k", "--", "echo", "ran"); r.code != exitOK || r.stdout != "ran\n" {
+		t.Fatalf("lock -- during the failover = %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runBinary(t, env, "wait", "during/k"); r.code != exitOK {
+		t.Fatalf("wait after the failover = %d %q", r.code, r.stderr)
+	}
+}
