@@ -376,7 +376,7 @@ func sessionAddresses(addr string, more []string) []string {
 // names the leader, until one answers WELCOME; bound, when not 0, limits
 // each attempt. It gives up on an answer that another node would give
 // too, and after every address has failed once. When a node answered
-// not_leader and the rest could not be reached (the leader it named among
+// not_leader and the last could not be reached (the leader it named among
 // them: a leader that has just died, which the followers name until they
 // elect another), the error matches ErrClusterNoLeader: the cluster is
 // between leaders, and asking again soon is what helps.
@@ -401,7 +401,9 @@ func (s *Session) open(ctx context.Context, b []byte, bound time.Duration) (*sco
 			break // each address once, and no leader named
 		}
 	}
-	if g := (*goodbyeError)(nil); notLeader && !errors.As(err, &g) {
+	if g := (*goodbyeError)(nil); notLeader && !errors.As(err, &g) && !errors.Is(err, ErrFailed) && !errors.Is(err, ErrProtocol) {
+		// The last node did not answer (a dial refused, a frozen node's
+		// silence): no node that answered refused for a reason of its own.
 		err = fmt.Errorf("%w; %w", ErrClusterNoLeader, err)
 	}
 	return nil, nil, err

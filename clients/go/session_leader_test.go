@@ -6,9 +6,11 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	lockingcenter "github.com/locking-center/locking-center/clients/go"
 	"github.com/locking-center/locking-center/session"
@@ -154,23 +156,33 @@ func TestSessionNamedLeaderGone(t *testing.T) {
 	}
 }
 
-// Followers that still name a leader that has died (until they elect
-// another) make NewSession fail with ErrClusterNoLeader, as followers that
-// name none do, so that its caller asks again: not with the dead leader's
-// dial error alone.
+// Followers that still name a leader that has died or frozen (until they
+// elect another) make NewSession fail with ErrClusterNoLeader, as
+// followers that name none do, so that its caller asks again: not with
+// the dead leader's refused dial, or the frozen one's silence, alone.
 func TestSessionNamedLeaderUnreachable(t *testing.T) {
 	checkLeaks(t)
-	dead := lockingcenter.DeadAddr(t)
-	f1, f2 := startFollower(t, dead), startFollower(t, dead)
-	_, err := lockingcenter.NewSession(context.Background(), f1.addr+","+f2.addr+","+dead)
-	if !errors.Is(err, lockingcenter.ErrClusterNoLeader) {
-		t.Fatalf("NewSession with the named leader dead: %v, want ErrClusterNoLeader", err)
-	}
-	var op *net.OpError
-	if !errors.As(err, &op) {
-		t.Errorf("NewSession's error %q does not carry the dial's", err)
-	}
-	if f1.conns.Load() == 0 || f2.conns.Load() == 0 {
-		t.Fatalf("asked the followers %d and %d times", f1.conns.Load(), f2.conns.Load())
+	for _, tc := range []struct {
+		name   string
+		leader string
+		cause  func(error) bool
+	}{
+		{"dead", lockingcenter.DeadAddr(t), func(err error) bool { var op *net.OpError; return errors.As(err, &op) }},
+		{"frozen", fakeServer(t, nil), func(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f1, f2 := startFollower(t, tc.leader), startFollower(t, tc.leader)
+			_, err := lockingcenter.NewSession(context.Background(), f1.addr+","+f2.addr+","+tc.leader,
+				lockingcenter.WithReadTimeout(100*time.Millisecond))
+			if !errors.Is(err, lockingcenter.ErrClusterNoLeader) {
+				t.Fatalf("NewSession with the named leader %s: %v, want ErrClusterNoLeader", tc.name, err)
+			}
+			if !tc.cause(err) {
+				t.Errorf("NewSession's error %q does not carry the last attempt's", err)
+			}
+			if f1.conns.Load() == 0 || f2.conns.Load() == 0 {
+				t.Fatalf("asked the followers %d and %d times", f1.conns.Load(), f2.conns.Load())
+			}
+		})
 	}
 }
