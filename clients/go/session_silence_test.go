@@ -15,7 +15,7 @@ import (
 // at 1 s, keeps the connection at 1.249 s, drops it at 1.25 s and resumes,
 // lock kept.
 func TestSessionSilentConnection(t *testing.T) {
-	srv := startServer(t, serverOptions{})
+	srv := startServer(t, serverOptions{clock: newFakeClock()}) // expires nothing, however long the test takes
 	clk := newFakeClock()
 	tn := newTestNet()
 	s := srv.open(lockingcenter.WithTTL(3*time.Second), lockingcenter.WithClock(clk), lockingcenter.WithDialer(tn.dial))
@@ -44,7 +44,7 @@ func TestSessionSilentConnection(t *testing.T) {
 // the leader (it has not noticed yet) is not followed there, and the
 // session tries the other addresses until the shunning ends.
 func TestSessionSilentNodeShunned(t *testing.T) {
-	srv := startServer(t, serverOptions{})
+	srv := startServer(t, serverOptions{clock: newFakeClock()}) // expires nothing, however long the test takes
 	f := startFollower(t, srv.addr)
 	clk := newFakeClock()
 	tn := newTestNet()
