@@ -3,10 +3,14 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/locking-center/locking-center/internal/serve"
 )
 
 // noneBut reads what the poller did so far and fails on anything but the
@@ -329,5 +333,126 @@ func TestEdgeTriggeredSetLeavesNothingUnread(t *testing.T) {
 				t.Fatal("the connection whose end came with its last PING is still open")
 			}
 		})
+	}
+}
+
+// heldTake has one take of e's only poller find every client ready: the
+// poller is stopped (stopPoller, on the first client's PING) while each
+// client writes an ACQUIRE of a key of its own, round's. Once it goes
+// on, every client must be granted. seen, if not nil, then hears what
+// the poller does.
+func heldTake(t *testing.T, e *env, clients []*client, round int, seen func(string)) {
+	t.Helper()
+	resume := stopPoller(t, e, clients[0])
+	p := e.session.pollers[0]
+	if seen != nil {
+		p.mu.Lock()
+		p.seen = seen // the poller is in the old hook: it reads p.seen anew for its next note
+		p.mu.Unlock()
+	}
+	ids := make([]uint64, len(clients))
+	for i, c := range clients {
+		ids[i] = c.acquire(fmt.Sprint("round", round, "/k", i))
+	}
+	resume()
+	for i, c := range clients {
+		c.granted(ids[i])
+	}
+}
+
+// The answers of a take leave in one call of the ring where the kernel
+// offers io_uring, and with a call each with NoSendRing; in both, every
+// client gets its own answers, take after take.
+func TestHeldAnswersLeaveInOneCall(t *testing.T) {
+	for _, each := range []bool{false, true} {
+		t.Run(fmt.Sprint("NoSendRing=", each), func(t *testing.T) {
+			e := start(t, envOptions{cfg: Config{ParkAfter: time.Hour, EventLoop: true, Pollers: 1, NoSendRing: each}})
+			if !each && e.session.pollers[0].ring == nil {
+				t.Skip("the kernel refuses io_uring here")
+			}
+			clients := make([]*client, 6)
+			for i := range clients {
+				clients[i] = e.hello(t, fmt.Sprint("c", i))
+			}
+			eventually(t, "every connection parked", func() bool { return parkedCount(e) == len(clients) })
+			var together atomic.Int32
+			count := func(what string) {
+				if what == "sent together" {
+					together.Add(1)
+				}
+			}
+			for round := range 3 {
+				heldTake(t, e, clients, round, count)
+			}
+			if got := together.Load(); each && got != 0 {
+				t.Fatalf("%d calls of the ring with NoSendRing", got)
+			} else if !each && got == 0 {
+				t.Fatal("no answers sent in one call after three takes of six ready connections")
+			}
+		})
+	}
+}
+
+// ringEnv starts a server whose one poller has a ring, with four
+// clients parked, or skips the test where the kernel refuses io_uring.
+func ringEnv(t *testing.T) (*env, *poller, []*client) {
+	t.Helper()
+	e := start(t, envOptions{cfg: Config{ParkAfter: time.Hour, EventLoop: true, Pollers: 1}})
+	p := e.session.pollers[0]
+	if p.ring == nil {
+		t.Skip("the kernel refuses io_uring here")
+	}
+	clients := make([]*client, 4)
+	for i := range clients {
+		clients[i] = e.hello(t, fmt.Sprint("c", i))
+	}
+	eventually(t, "every connection parked", func() bool { return parkedCount(e) == len(clients) })
+	return e, p, clients
+}
+
+// A ring whose call the kernel refuses is given up: the answers of that
+// take are written one call each, as they are from then on, and none is
+// lost or sent twice.
+func TestRefusedRingFallsBack(t *testing.T) {
+	e, p, clients := ringEnv(t)
+	var calls atomic.Int32
+	stop := stopPoller(t, e, clients[0])
+	p.sendFn = func(fds []int, bufs [][]byte, n []int) (int, error) { // on the poller's goroutine, from the next take
+		calls.Add(1)
+		return 0, errors.New("refused")
+	}
+	stop()
+	for round := range 3 {
+		heldTake(t, e, clients, round, nil)
+	}
+	if got := calls.Load(); got != 1 {
+		t.Fatalf("the refusing ring was called %d times, want once", got)
+	}
+}
+
+// A socket that takes only part of what the ring sends it leaves the
+// rest to the connection's drainer, ahead of anything written after.
+func TestRingPartSentGoesToTheDrainer(t *testing.T) {
+	e, p, clients := ringEnv(t)
+	var parts atomic.Int32
+	stop := stopPoller(t, e, clients[0])
+	p.sendFn = func(fds []int, bufs [][]byte, n []int) (int, error) {
+		for i, fd := range fds { // three bytes each: the socket took no more
+			if n[i], _ = serve.WriteNow(fd, bufs[i][:3]); n[i] == 3 {
+				parts.Add(1)
+			}
+		}
+		return len(fds), nil
+	}
+	stop()
+	for round := range 3 {
+		heldTake(t, e, clients, round, nil)
+		for _, c := range clients { // written after: behind the drained rest
+			c.send(TypePing)
+			c.expect(TypeOK)
+		}
+	}
+	if parts.Load() == 0 {
+		t.Fatal("no answer was cut by the ring")
 	}
 }

@@ -62,6 +62,28 @@ type poller struct {
 	events []syscall.EpollEvent
 	nev    int                   // events[:nev] came from the last waitFD
 	waitFn func(fd uintptr) bool // p.waitFD, bound once
+
+	// Of unholdRing: nil ring, each held connection's answers are
+	// written with a call of their own.
+	ring   *serve.SendRing
+	sendFn func(fds []int, bufs [][]byte, n []int) (int, error) // ring.Send; tests replace it
+	batch  []ringItem
+	cur    int                   // batch[:cur] have their descriptors held (chain)
+	linkFn func(fd uintptr) bool // p.link, bound once
+	fds    []int
+	bufs   [][]byte
+	sent   []int
+	cuts   []*conn
+}
+
+// ringItem is a held connection whose answers go in the ring's call,
+// and what became of them.
+type ringItem struct {
+	c   *conn
+	rc  syscall.RawConn
+	fd  int // -1: not held
+	n   int
+	err error
 }
 
 // newPoller makes s's poller and starts its goroutine in s.group.
@@ -78,12 +100,23 @@ func newPoller(s *Server) (*poller, error) {
 	}
 	p := &poller{srv: s, set: os.NewFile(uintptr(epfd), "session-poller"), conns: make(map[uint64]*conn),
 		events: make([]syscall.EpollEvent, 256)}
-	p.readFn, p.waitFn = p.readFD, p.waitFD
+	p.readFn, p.waitFn, p.linkFn = p.readFD, p.waitFD, p.link
+	if s.loop && !s.cfg.NoSendRing {
+		if p.ring, err = serve.NewSendRing(uint32(len(p.events))); err != nil {
+			s.log.Info("session poller writes each answer with a call of its own", slog.Any(logError, err))
+			p.ring = nil
+		} else {
+			p.sendFn = p.ring.Send
+		}
+	}
 	if p.setRaw, err = p.set.SyscallConn(); err != nil {
 		p.set.Close()
 		return nil, fmt.Errorf("epoll set: %w", err)
 	}
 	if !s.group.Go(p.loop) {
+		if p.ring != nil {
+			p.ring.Close()
+		}
 		p.set.Close()
 		return nil, errors.New("the server is closed")
 	}
@@ -234,6 +267,11 @@ func (p *poller) drop(c *conn) {
 
 // loop waits for parked connections with bytes, until close.
 func (p *poller) loop() {
+	defer func() {
+		if p.ring != nil {
+			p.ring.Close()
+		}
+	}()
 	for {
 		err := p.setRaw.Read(p.waitFn)
 		if err == nil {
@@ -378,13 +416,134 @@ const maxRooms = 256
 // unholdAll writes the answers held in this take, and takes back the
 // buffers it lent.
 func (p *poller) unholdAll() {
+	if p.ring != nil && len(p.held) > 1 {
+		p.unholdRing()
+		return
+	}
 	for i, c := range p.held {
-		if room := c.unhold(); room != nil && cap(room) <= maxPooled && len(p.rooms) < maxRooms {
-			p.rooms = append(p.rooms, room[:0])
-		}
+		p.giveBack(c.unhold())
 		p.held[i] = nil
 	}
 	p.held = p.held[:0]
+}
+
+func (p *poller) giveBack(room []byte) {
+	if room != nil && cap(room) <= maxPooled && len(p.rooms) < maxRooms {
+		p.rooms = append(p.rooms, room[:0])
+	}
+}
+
+// unholdRing is unholdAll with the answers of the connections held
+// sent in one call of the ring (serve.SendRing): a write on loopback
+// wakes the client it answers, and a client on the server's processors
+// then took the poller's thread away on its way back from each write.
+// A connection whose answers carry a pushed frame is written as before,
+// with an ordinary call (serve.NowWriter.WritePush), and so is one whose
+// writes went to a drainer meanwhile. Each connection of the call keeps
+// its wmu from before the call to after it, so what others send it
+// meanwhile waits behind what it held.
+func (p *poller) unholdRing() {
+	for i, c := range p.held {
+		p.held[i] = nil
+		c.wmu.Lock()
+		if !c.held {
+			c.wmu.Unlock()
+			continue
+		}
+		rc := c.now.Raw()
+		if c.heldPush || rc == nil || c.dead || c.drainer || len(c.wbuf) == 0 {
+			c.wmu.Unlock()
+			p.giveBack(c.unhold())
+			continue
+		}
+		c.held = false
+		p.batch = append(p.batch, ringItem{c: c, rc: rc, fd: -1})
+	}
+	p.held = p.held[:0]
+	if len(p.batch) == 0 {
+		return
+	}
+	p.cur = 0
+	p.chain()
+	for i := range p.batch {
+		it := &p.batch[i]
+		c := it.c
+		if c.wrote(c.wbuf, c.wframes, it.n, it.err) {
+			p.cuts = append(p.cuts, c)
+		}
+		var room []byte
+		if !c.drainer && len(c.wbuf) == 0 {
+			room, c.wbuf = c.wbuf, nil
+		}
+		c.wmu.Unlock()
+		p.giveBack(room)
+		p.batch[i] = ringItem{}
+	}
+	p.batch = p.batch[:0]
+	for i, c := range p.cuts {
+		c.close()
+		p.cuts[i] = nil
+	}
+	p.cuts = p.cuts[:0]
+}
+
+// chain holds the descriptor of each connection of the batch from
+// batch[p.cur] on, each inside the raw write of the one before (so that
+// none can be closed, and its number given to another socket, while the
+// ring sends to it), and sends once it holds them all. A connection
+// whose descriptor cannot be had (it was closed) gets its error.
+func (p *poller) chain() {
+	for ; p.cur < len(p.batch); p.cur++ {
+		it := &p.batch[p.cur]
+		if it.err = it.rc.Write(p.linkFn); it.err == nil {
+			return // link went on with the rest
+		}
+	}
+	p.fds, p.bufs, p.sent = p.fds[:0], p.bufs[:0], p.sent[:0]
+	for i := range p.batch {
+		if it := &p.batch[i]; it.fd >= 0 {
+			p.fds, p.bufs, p.sent = append(p.fds, it.fd), append(p.bufs, it.c.wbuf), append(p.sent, 0)
+		}
+	}
+	made, err := p.sendFn(p.fds, p.bufs, p.sent)
+	if err != nil {
+		p.srv.log.Warn("session poller: io_uring failed; each answer is written with a call of its own from now on",
+			slog.Any(logError, err))
+		p.ring.Close()
+		p.ring = nil
+	}
+	if made > 0 {
+		p.note("sent together")
+	}
+	k := 0
+	for i := range p.batch {
+		it := &p.batch[i]
+		if it.fd < 0 {
+			continue
+		}
+		switch n := p.sent[k]; {
+		case k >= made: // not sent: as unhold would
+			if it.n, it.err = serve.WriteNow(it.fd, it.c.wbuf); errors.Is(it.err, syscall.EAGAIN) {
+				it.n, it.err = 0, nil
+			}
+		case n >= 0:
+			it.n = n
+		case syscall.Errno(-n) == syscall.EAGAIN: // full: the drainer writes it
+		default:
+			it.err = syscall.Errno(-n)
+		}
+		k++
+	}
+	clear(p.bufs)
+}
+
+// link is the body of one connection's raw write in chain: it holds the
+// descriptor, fd, and goes on with the next connection.
+func (p *poller) link(fd uintptr) bool {
+	p.batch[p.cur].fd = int(fd)
+	p.cur++
+	p.chain()
+	return true
 }
 
 // idle leaves c parked after the poller served it, or ends it when it
