@@ -505,15 +505,15 @@ func (p *poller) chain() {
 			p.fds, p.bufs, p.sent = append(p.fds, it.fd), append(p.bufs, it.c.wbuf), append(p.sent, 0)
 		}
 	}
+	if len(p.fds) > 0 {
+		p.note("sending together") // before: once the answers are out, the test may move on
+	}
 	made, err := p.sendFn(p.fds, p.bufs, p.sent)
 	if err != nil {
 		p.srv.log.Warn("session poller: io_uring failed; each answer is written with a call of its own from now on",
 			slog.Any(logError, err))
 		p.ring.Close()
 		p.ring = nil
-	}
-	if made > 0 {
-		p.note("sent together")
 	}
 	k := 0
 	for i := range p.batch {
