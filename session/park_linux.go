@@ -427,6 +427,7 @@ func (p *poller) unholdAll() {
 	p.held = p.held[:0]
 }
 
+// giveBack keeps room, a connection's spare write buffer, to lend again.
 func (p *poller) giveBack(room []byte) {
 	if room != nil && cap(room) <= maxPooled && len(p.rooms) < maxRooms {
 		p.rooms = append(p.rooms, room[:0])
@@ -471,10 +472,7 @@ func (p *poller) unholdRing() {
 		if c.wrote(c.wbuf, c.wframes, it.n, it.err) {
 			p.cuts = append(p.cuts, c)
 		}
-		var room []byte
-		if !c.drainer && len(c.wbuf) == 0 {
-			room, c.wbuf = c.wbuf, nil
-		}
+		room := c.spareRoom()
 		c.wmu.Unlock()
 		p.giveBack(room)
 		p.batch[i] = ringItem{}

@@ -16,8 +16,7 @@ const (
 	sysIOURingSetup = 425
 	sysIOURingEnter = 426
 
-	ioringOffSQRing = 0
-	ioringOffCQRing = 0x8000000
+	ioringOffSQRing = 0 // the completion ring shares its mapping (IORING_FEAT_SINGLE_MMAP)
 	ioringOffSQEs   = 0x10000000
 
 	ioringFeatSingleMmap = 1 << 0
